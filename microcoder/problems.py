@@ -1,0 +1,189 @@
+"""The canonical problem format (one JSON object per line), documented in docs/formats.md.
+
+Every loader converts its source into `Problem`; the evaluator, the trainer and the
+data pipeline read nothing else. Reading is strict: a malformed row raises
+`ProblemFormatError` naming the file, the 1-based row and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+# Imports LeetCode and LiveCodeBench make available to call-style solutions; used as the
+# prelude of a `call` problem that names none. Solutions routinely use `List`, `deque`,
+# `inf` ... without importing them, because the judges they were written for provide them.
+DEFAULT_CALL_PRELUDE = """\
+import bisect, collections, copy, datetime, functools, heapq, itertools, math, operator, random, re, string, sys
+from typing import *
+from bisect import *
+from collections import *
+from copy import deepcopy
+from functools import *
+from heapq import *
+from itertools import *
+from math import *
+from operator import *
+from string import *
+inf = float("inf")
+sys.setrecursionlimit(100000)
+"""
+
+
+class TestCase(BaseModel):
+    """One test. For `stdin` problems: the program's standard input and expected output.
+    For `call` problems: `input` holds one JSON value per line (the positional arguments)
+    and `output` one JSON value (the expected return value), as in LiveCodeBench."""
+
+    model_config = ConfigDict(extra="forbid")
+    __test__ = False  # not a pytest test class
+
+    input: str
+    output: str
+
+
+class Checker(BaseModel):
+    """How an output is judged when plain token equality is not the rule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    float_tolerance: float | None = None
+    """Numeric tokens match when |got - expected| <= tol or <= tol * |expected|."""
+    case_insensitive: bool = False
+    """Tokens compare without regard to case ("you may print YES/yes in any case")."""
+    unordered_lines: bool = False
+    """Output lines may appear in any order (compared as a multiset of lines)."""
+    python: str | None = None
+    """Source defining `check(input: str, expected: str, got: str) -> bool`; runs sandboxed."""
+
+
+class Problem(BaseModel):
+    """One programming problem in the canonical format."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    """Unique within a file; conventionally `source/original-id`."""
+    prompt: str
+    """The statement shown to the model."""
+    kind: Literal["stdin", "call"]
+    """`stdin`: a program reading stdin, writing stdout. `call`: a function or method."""
+    entry_point: str | None = None
+    """For `call`: `name` for a function, `Class().method` for a method of a fresh instance."""
+    starter_code: str = ""
+    """Code the model is asked to complete (a signature), shown in the prompt."""
+    prelude: str | None = None
+    """For `call`: code run in the solution's module before it (imports, ListNode ...).
+    None means DEFAULT_CALL_PRELUDE; an empty string means nothing."""
+    tests: list[TestCase]
+    time_limit_s: float | None = None
+    """CPU seconds per test; None means the evaluator's default."""
+    memory_limit_mb: int | None = None
+    """Address-space limit per test in MiB; None means the evaluator's default."""
+    checker: Checker | None = None
+    source: str = ""
+    difficulty: str | None = None
+    date: str | None = None
+    """ISO date (YYYY-MM-DD) the problem was published, where known."""
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Provenance and anything else: original id, licence, reference solution ..."""
+
+    @model_validator(mode="after")
+    def _call_needs_entry_point(self) -> Problem:
+        if self.kind == "call" and not self.entry_point:
+            raise ValueError("a `call` problem needs `entry_point`")
+        if self.kind == "call":
+            for index, test in enumerate(self.tests):
+                _check_call_test(index, test)
+        return self
+
+    def call_prelude(self) -> str:
+        return DEFAULT_CALL_PRELUDE if self.prelude is None else self.prelude
+
+
+def _check_call_test(index: int, test: TestCase) -> None:
+    for part, text in (("input", test.input), ("output", test.output)):
+        lines = [text] if part == "output" else [ln for ln in text.split("\n") if ln.strip()]
+        for line in lines:
+            try:
+                json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"tests[{index}].{part} is not JSON ({error.msg}): {line[:80]!r}") from None
+
+
+class ProblemFormatError(ValueError):
+    """A row of a problems or samples file that cannot be read; names file, row and field."""
+
+    def __init__(self, path: str | Path, row: int, field: str, message: str):
+        self.path, self.row, self.field = str(path), row, field
+        super().__init__(f"{path}: row {row}: field '{field}': {message}")
+
+
+def _first_error(error: ValidationError) -> tuple[str, str]:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(row)"
+    return field, first["msg"]
+
+
+def parse_problem(record: Any, path: str | Path = "<memory>", row: int = 0) -> Problem:
+    """Validate one decoded JSON record, raising ProblemFormatError on failure."""
+    if not isinstance(record, dict):
+        raise ProblemFormatError(path, row, "(row)", f"expected a JSON object, got {type(record).__name__}")
+    try:
+        return Problem.model_validate(record)
+    except ValidationError as error:
+        field, message = _first_error(error)
+        raise ProblemFormatError(path, row, field, message) from None
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield (1-based row, decoded object) for each non-blank line; bad JSON raises
+    ProblemFormatError with field '(json)'. Reads `.gz` transparently."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for row, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield row, json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ProblemFormatError(path, row, "(json)", error.msg) from None
+
+
+def read_problems(
+    path: str | Path, on_error: Callable[[ProblemFormatError], None] | None = None
+) -> list[Problem]:
+    """Read a canonical JSONL file. Without `on_error` the first bad row raises; with it,
+    bad rows are passed to `on_error` and skipped. Duplicate ids are an error."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for row, record in iter_jsonl(path):
+        try:
+            problem = parse_problem(record, path, row)
+            if problem.id in seen:
+                raise ProblemFormatError(path, row, "id", f"duplicate id {problem.id!r}")
+        except ProblemFormatError as error:
+            if on_error is None:
+                raise
+            on_error(error)
+            continue
+        seen.add(problem.id)
+        problems.append(problem)
+    return problems
+
+
+def write_problems(path: str | Path, problems: Iterable[Problem]) -> int:
+    """Write problems as canonical JSONL; returns the number written."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        for problem in problems:
+            handle.write(problem.model_dump_json(exclude_defaults=False) + "\n")
+            count += 1
+    return count
