@@ -1,0 +1,315 @@
+"""Judge samples against problems: the reward of training and the judge of benchmarks.
+
+A sample's verdict is that of its first failing test (tests run in order, stopping at
+the first failure unless `all_tests`); `accepted` when all pass. Runs happen in the
+sandbox; comparisons happen here, so expected outputs never reach a candidate's process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from microcoder.algorithms.pass_at_k import mean_pass_at_k
+from microcoder.evaluator.compare import judge_call, judge_stdout
+from microcoder.evaluator.extract import extract_code
+from microcoder.evaluator.sandbox import ProgramRun, Sandbox, SandboxConfig
+from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl
+
+VERDICTS = (
+    "accepted",
+    "wrong_answer",
+    "runtime_error",
+    "time_limit_exceeded",
+    "memory_limit_exceeded",
+    "output_limit_exceeded",
+    "no_code",
+    "syntax_error",
+    "judge_error",
+)
+_STATUS_TO_VERDICT = {
+    "runtime_error": "runtime_error",
+    "time_limit_exceeded": "time_limit_exceeded",
+    "memory_limit_exceeded": "memory_limit_exceeded",
+    "output_limit_exceeded": "output_limit_exceeded",
+    "syntax_error": "syntax_error",
+    "sandbox_error": "judge_error",
+}
+# Runs a problem's own checker in the sandbox: reads {"input","expected","got"} on stdin.
+_CHECKER_DRIVER = """
+import json as _json, sys as _sys
+_case = _json.loads(_sys.stdin.read())
+_sys.stdout.write("1" if check(_case["input"], _case["expected"], _case["got"]) else "0")
+"""
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    """How samples are judged. One config for the `evaluate` entry point."""
+
+    workers: int = 0
+    """Parallel runs; 0 means one per usable core."""
+    mode: Literal["robust", "strict"] = "robust"
+    """`robust`: our comparison rules; `strict`: LiveCodeBench's, for side-by-side numbers."""
+    all_tests: bool = False
+    """Run every test even after one fails (slower; gives exact tests_passed)."""
+    time_limit_s: float = 2.0
+    """CPU seconds per test when the problem sets none."""
+    memory_limit_mb: int = 1024
+    """Address-space limit per test when the problem sets none."""
+    output_limit_mb: float = 32
+    """stdout cap per test; more is `output_limit_exceeded`."""
+    isolation: Literal["auto", "full", "none"] = "auto"
+    """See microcoder.evaluator.sandbox."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("robust", "strict"):
+            raise ValueError(f"mode must be 'robust' or 'strict', got {self.mode!r}")
+
+
+@dataclass
+class Sample:
+    """A model's answer to a problem: `response` (code is extracted) or `code` (used as is)."""
+
+    problem_id: str
+    response: str | None = None
+    code: str | None = None
+
+
+@dataclass
+class EvaluationResult:
+    """One row of the results file."""
+
+    problem_id: str
+    sample_index: int
+    verdict: str
+    reward: float
+    tests_passed: int
+    tests_run: int
+    tests_total: int
+    seconds: float
+    """Wall time spent on this sample."""
+    detail: str = ""
+    cpu_seconds: float = 0.0
+    """CPU time of the sample's runs (its programs, not the judge)."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+@dataclass
+class _TestOutcome:
+    verdict: str
+    detail: str
+    cpu_s: float
+
+
+@dataclass
+class _SampleState:
+    problem: Problem
+    code: str | None
+    outcomes: dict[int, _TestOutcome] = field(default_factory=dict)
+    failed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Evaluator:
+    """Judges samples in parallel. Build once and reuse: workers are started on first use
+    and kept, so thousands of calls cost no process start-up. Close it (or use `with`)."""
+
+    def __init__(self, config: EvaluatorConfig | None = None):
+        self.config = config or EvaluatorConfig()
+        self.sandbox = Sandbox(config=SandboxConfig(workers=self.config.workers, isolation=self.config.isolation))
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def evaluate(
+        self,
+        problems: Mapping[str, Problem] | Sequence[Problem],
+        samples: Sequence[Sample],
+        on_result: Callable[[EvaluationResult], None] | None = None,
+    ) -> list[EvaluationResult]:
+        """One result per sample, in the order of `samples`. `on_result` is called as each
+        sample finishes (from worker threads), e.g. to advance a progress bar."""
+        by_id = problems if isinstance(problems, Mapping) else {problem.id: problem for problem in problems}
+        sample_indices: Counter[str] = Counter()
+        states: list[_SampleState | None] = []
+        results: list[EvaluationResult | None] = [None] * len(samples)
+        indices: list[int] = []
+        for position, sample in enumerate(samples):
+            indices.append(sample_indices[sample.problem_id])
+            sample_indices[sample.problem_id] += 1
+            problem = by_id.get(sample.problem_id)
+            if problem is None:
+                raise KeyError(f"sample {position}: unknown problem_id {sample.problem_id!r}")
+            code = sample.code if sample.code is not None else extract_code(sample.response or "", problem.entry_point)
+            states.append(_SampleState(problem, code))
+
+        # Work units: (sample position, test indices). With fewer samples than workers, a
+        # sample's tests are split so that every worker has something to do.
+        units: list[tuple[int, list[int]]] = []
+        pending = [i for i, state in enumerate(states) if state.code is not None and state.problem.tests]
+        splits = max(1, math.ceil(self.sandbox.size / max(1, len(pending))))
+        for position in pending:
+            tests = list(range(len(states[position].problem.tests)))
+            chunk = math.ceil(len(tests) / splits)
+            units.extend((position, tests[start : start + chunk]) for start in range(0, len(tests), chunk))
+        remaining = Counter(position for position, _ in units)
+        started: dict[int, float] = {}
+        finish_lock = threading.Lock()
+
+        def finish(position: int) -> None:
+            now = time.monotonic()
+            result = self._result(states[position], indices[position], samples[position].problem_id,
+                                  now - started.get(position, now))
+            results[position] = result
+            if on_result:
+                on_result(result)
+
+        for position, state in enumerate(states):
+            if position not in remaining:
+                finish(position)
+
+        def run_unit(unit: tuple[int, list[int]]) -> None:
+            position, tests = unit
+            state = states[position]
+            started.setdefault(position, time.monotonic())
+            for index in tests:
+                if state.failed and not self.config.all_tests:
+                    break
+                outcome = self._run_test(state.problem, state.code, state.problem.tests[index])
+                with state.lock:
+                    state.outcomes[index] = outcome
+                    if outcome.verdict != "accepted":
+                        state.failed = True
+                if outcome.verdict == "syntax_error":
+                    break
+            with finish_lock:
+                remaining[position] -= 1
+                done = remaining[position] == 0
+            if done:
+                finish(position)
+
+        for _ in self.sandbox.map(run_unit, units):
+            pass
+        return results  # type: ignore[return-value]
+
+    def evaluate_code(self, problem: Problem, code: str) -> EvaluationResult:
+        """Judge one program against one problem."""
+        return self.evaluate([problem], [Sample(problem.id, code=code)])[0]
+
+    def _run_test(self, problem: Problem, code: str, test: TestCase) -> _TestOutcome:
+        limits = {
+            "time_limit_s": problem.time_limit_s or self.config.time_limit_s,
+            "memory_limit_mb": problem.memory_limit_mb or self.config.memory_limit_mb,
+            "output_limit_mb": self.config.output_limit_mb,
+        }
+        if problem.kind == "stdin":
+            run = self.sandbox.run(code, test.input, **limits)
+        else:
+            arguments = [line for line in test.input.split("\n") if line.strip()]
+            run = self.sandbox.run(code, kind="call", entry_point=problem.entry_point,
+                                   prelude=problem.call_prelude(), arguments=arguments, **limits)
+        if run.status != "ok":
+            return _TestOutcome(_STATUS_TO_VERDICT[run.status], run.detail, run.cpu_s)
+        try:
+            accepted, reason = self._judge(problem, test, run)
+        except ValueError as error:  # the problem's expected output is unusable
+            return _TestOutcome("judge_error", f"broken test: {error}", run.cpu_s)
+        return _TestOutcome("accepted" if accepted else "wrong_answer", reason, run.cpu_s)
+
+    def _judge(self, problem: Problem, test: TestCase, run: ProgramRun) -> tuple[bool, str]:
+        if problem.kind == "call":
+            if run.return_json is None:
+                return False, run.detail or "no return value"
+            return judge_call(test.output, json.loads(run.return_json), self.config.mode)
+        got = run.stdout.decode("utf-8", "replace")
+        checker = problem.checker
+        if checker is not None and checker.python and self.config.mode == "robust":
+            return self._run_checker(checker.python, test, got)
+        return judge_stdout(test.output, got, checker, self.config.mode)
+
+    def _run_checker(self, checker_source: str, test: TestCase, got: str) -> tuple[bool, str]:
+        """A problem's checker is code from a dataset: it runs sandboxed too."""
+        case = json.dumps({"input": test.input, "expected": test.output, "got": got})
+        run = self.sandbox.run(checker_source + "\n" + _CHECKER_DRIVER, case, time_limit_s=10.0,
+                               memory_limit_mb=self.config.memory_limit_mb)
+        if run.status != "ok" or run.stdout not in (b"0", b"1"):
+            raise ValueError(f"checker failed ({run.status}): {run.detail or run.stdout[:200]!r}")
+        return run.stdout == b"1", "" if run.stdout == b"1" else "rejected by the problem's checker"
+
+    def _result(self, state: _SampleState, sample_index: int, problem_id: str, seconds: float) -> EvaluationResult:
+        total = len(state.problem.tests)
+        common = {"problem_id": problem_id, "sample_index": sample_index, "tests_total": total, "seconds": seconds}
+        if not state.problem.tests:
+            return EvaluationResult(verdict="judge_error", reward=0.0, tests_passed=0, tests_run=0,
+                                    detail="problem has no tests", **common)
+        if state.code is None:
+            return EvaluationResult(verdict="no_code", reward=0.0, tests_passed=0, tests_run=0,
+                                    detail="no complete python block in the response", **common)
+        outcomes = state.outcomes
+        passed = sum(outcome.verdict == "accepted" for outcome in outcomes.values())
+        failures = [index for index in sorted(outcomes) if outcomes[index].verdict != "accepted"]
+        verdict, detail = "accepted", ""
+        if failures:
+            first = outcomes[failures[0]]
+            verdict, detail = first.verdict, f"test {failures[0]}: {first.detail}"
+        return EvaluationResult(
+            verdict=verdict,
+            reward=1.0 if verdict == "accepted" else 0.0,
+            tests_passed=passed,
+            tests_run=len(outcomes),
+            detail=detail[:1000],
+            cpu_seconds=sum(outcome.cpu_s for outcome in outcomes.values()),
+            **common,
+        )
+
+
+def read_samples(path: str) -> list[Sample]:
+    """Samples JSONL: {"problem_id", "response"} or {"problem_id", "code"} per line."""
+    samples = []
+    for row, record in iter_jsonl(path):
+        if not isinstance(record, dict):
+            raise ProblemFormatError(path, row, "(row)", "expected a JSON object")
+        if not isinstance(record.get("problem_id"), str):
+            raise ProblemFormatError(path, row, "problem_id", "missing or not a string")
+        response, code = record.get("response"), record.get("code")
+        if not isinstance(response, str) and not isinstance(code, str):
+            raise ProblemFormatError(path, row, "response", "need a string 'response' or 'code'")
+        samples.append(Sample(record["problem_id"], response if isinstance(response, str) else None,
+                              code if isinstance(code, str) else None))
+    return samples
+
+
+def summarize(results: Iterable[EvaluationResult], ks: Sequence[int] = (1, 5, 10)) -> dict:
+    """Verdict counts and unbiased pass@k over problems (judge errors excluded: a broken
+    problem is never counted against the model)."""
+    results = list(results)
+    counts = Counter(result.verdict for result in results)
+    per_problem: dict[str, list[int]] = {}
+    for result in results:
+        if result.verdict == "judge_error":
+            continue
+        tally = per_problem.setdefault(result.problem_id, [0, 0])
+        tally[0] += 1
+        tally[1] += result.verdict == "accepted"
+    summary: dict = {"samples": len(results), "problems": len(per_problem),
+                     "verdicts": {verdict: counts[verdict] for verdict in VERDICTS if counts[verdict]}}
+    for k in ks:
+        eligible = [(n, c) for n, c in per_problem.values() if n >= k]
+        if eligible and len(eligible) == len(per_problem):
+            summary[f"pass@{k}"] = mean_pass_at_k([n for n, _ in eligible], [c for _, c in eligible], k)
+    return summary
