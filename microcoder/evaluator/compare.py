@@ -1,0 +1,474 @@
+"""Whether a program's output is the expected one: pure comparison rules, no execution.
+
+Two entry points, one per problem kind:
+
+- `judge_stdout(expected, got, checker, mode)` for `stdin` problems (text written to stdout);
+- `judge_call(expected_json, got, mode)` for `call` problems (a function's return value,
+  already decoded from JSON by the sandbox, so only None/bool/int/float/str/list/dict occur).
+
+Both return `(accepted, reason)`; `reason` is "" when accepted, else one short line saying
+where the first difference is. Both take `mode`:
+
+"robust" (the default) is what we train and report with. Stdout is compared token by token
+as Codeforces' `wcmp` does: integers must be printed exactly, decimals within a tolerance,
+everything else character for character. There is no lenient fallback: a token is never
+skipped, outputs are never compared as sets or concatenated.
+
+"strict" reproduces LiveCodeBench's grader (lcb_runner/evaluation/testing_util.py,
+`grade_stdio` and `grade_call_based` in LiveCodeBench/LiveCodeBench), rules re-implemented
+here, so that its verdicts can be shown next to ours. Its known failures are kept on
+purpose: it rejects "0.333333" for "0.3333333333" (no tolerance), and it accepts "3.0" for
+"3", "+5" for "5", "007" for "7" and "1e2" for "100" (decimal.Decimal equality), and
+True for 1 in call problems (Python ==). LiveCodeBench has no checkers, so strict mode
+ignores `checker`.
+
+Decisions (each also where it is implemented):
+- Tokens are separated by ASCII whitespace only (space, \\t, \\n, \\r, \\v, \\f), as in
+  testlib; a Unicode space such as U+00A0 is part of a token, so it makes the token differ.
+- An expected integer token ("-?[0-9]+") must be matched textually: "-0" is not "0",
+  "007" is not "7". Arbitrary size, since it is text.
+- With `checker.float_tolerance` set, an expected integer also accepts a number within
+  tolerance ("2.0000001" for "2"): statements that allow an error often print 2 for 2.0.
+- Numbers are compared as Python floats (IEEE doubles), so a decimal with more than about
+  15 significant digits is rounded first; the tolerance decides, not the last digits. An
+  expected number that overflows a double ("1e400") is compared as text.
+- Case-insensitive comparison uses str.casefold (Python's caseless matching).
+- Unordered lines pair identical lines, then lines sorted by value, then search the rest
+  (at most MAX_UNPAIRED_LINES_SEARCHED lines): exact for exact tokens, bounded in time,
+  and any error with tolerances is a rejection (see `_judge_unordered_lines`).
+- Call problems: bool equals only bool (True is not 1), because a function that should
+  return a bool and returns 1 has the wrong type, which a typed language would reject.
+  A float on either side of a number compares within CALL_FLOAT_TOLERANCE; inf matches
+  only the same inf, nan only an expected nan; ints compare exactly. Tuples count as lists
+  at any depth (strict mode, like LiveCodeBench, converts only a top-level tuple).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+
+from microcoder.problems import Checker
+
+JUDGE_MODES = ("robust", "strict")
+
+DEFAULT_FLOAT_TOLERANCE = 1e-6
+"""Absolute-or-relative tolerance for non-integer expected tokens when the checker sets none
+(Codeforces' usual "absolute or relative error does not exceed 1e-6")."""
+
+CALL_FLOAT_TOLERANCE = 1e-5
+"""Absolute-or-relative tolerance for a float on either side of a call-problem comparison."""
+
+MAX_UNPAIRED_LINES_SEARCHED = 1000
+"""With unordered lines, the most lines left unpaired after sorting that are searched one
+by one (O(n^2) line comparisons, about a second at this size); more are a rejection."""
+
+MAX_SHOWN_CHARS = 40
+"""Tokens, lines and values longer than this are cut in reasons, which stay under ~200 chars."""
+
+# An integer as competitive-programming outputs print it: optional minus, ASCII digits.
+_INTEGER = re.compile(r"-?[0-9]+")
+# A plain decimal or exponent number as C's strtod reads it, ASCII only: no "nan", "inf",
+# hex floats ("0x1p3") or digit separators ("1_000"), all of which Python's float() accepts.
+_DECIMAL_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_TOKEN = re.compile(r"[^ \t\n\r\v\f]+")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def judge_stdout(
+    expected: str, got: str, checker: Checker | None = None, mode: str = "robust"
+) -> tuple[bool, str]:
+    """Judge a `stdin` problem's output.
+
+    Args:
+        expected: the test's expected output.
+        got: what the program wrote to stdout.
+        checker: the problem's checker; `float_tolerance`, `case_insensitive` and
+            `unordered_lines` are applied in robust mode, `python` is not (it runs in
+            the sandbox), and strict mode ignores the whole checker, as LiveCodeBench does.
+        mode: "robust" or "strict" (see the module docstring).
+
+    Returns:
+        (accepted, reason), reason "" when accepted.
+    """
+    _check_mode(mode)
+    if mode == "strict":
+        return _judge_stdout_like_livecodebench(expected, got)
+    checker = checker or Checker()
+    tolerance = _stdout_tolerance(checker)
+    if checker.unordered_lines:
+        return _judge_unordered_lines(expected, got, checker, tolerance)
+    return _judge_token_stream(expected, got, checker, tolerance)
+
+
+def judge_call(expected_json: str, got: object, mode: str = "robust") -> tuple[bool, str]:
+    """Judge a `call` problem's return value.
+
+    Args:
+        expected_json: the test's expected output, one JSON value.
+        got: the candidate's return value, already decoded from JSON (tuples became lists,
+            dict keys are strings, floats may be inf or nan).
+        mode: "robust" or "strict" (see the module docstring).
+
+    Returns:
+        (accepted, reason), reason "" when accepted.
+
+    Raises:
+        ValueError: `expected_json` is not JSON (a broken problem, not a wrong answer),
+            or `mode` is not one of JUDGE_MODES.
+    """
+    _check_mode(mode)
+    try:
+        expected = json.loads(expected_json)
+    except (json.JSONDecodeError, TypeError) as error:
+        raise ValueError(f"expected output is not JSON: {error}: {_shown(expected_json)}") from None
+    if mode == "strict":
+        return _judge_call_like_livecodebench(expected, got)
+    reason = _first_value_difference(expected, got, path="")
+    return (reason is None, reason or "")
+
+
+# ---------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in JUDGE_MODES:
+        raise ValueError(f"unknown judge mode {mode!r}; valid modes: {', '.join(JUDGE_MODES)}")
+
+
+def _shown(value: object) -> str:
+    """`value` as repr shows it (strings quoted, invisible characters escaped), cut to
+    MAX_SHOWN_CHARS so that reasons stay short."""
+    try:
+        shown = repr(value)
+    except ValueError:  # an int with more digits than sys.get_int_max_str_digits() allows
+        shown = f"<{type(value).__name__} too long to show>"
+    return shown if len(shown) <= MAX_SHOWN_CHARS else shown[: MAX_SHOWN_CHARS - 3] + "..."
+
+
+def _within_tolerance(expected: float, got: float, tolerance: float) -> bool:
+    """|got - expected| <= tolerance, or <= tolerance * |expected|. Both must be finite."""
+    difference = abs(got - expected)
+    return difference <= tolerance or difference <= tolerance * abs(expected)
+
+
+# ---------------------------------------------------------------------------------------
+# Robust stdout
+
+
+def _stdout_tolerance(checker: Checker) -> float:
+    if checker.float_tolerance is None:
+        return DEFAULT_FLOAT_TOLERANCE
+    tolerance = checker.float_tolerance
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        # A problem error, not the candidate's: the caller reports it as a broken problem.
+        raise ValueError(f"checker.float_tolerance must be finite and >= 0, got {tolerance!r}")
+    return tolerance
+
+
+def _finite_number(token: str) -> float | None:
+    """The token's value if it is a plain decimal number that fits a double, else None."""
+    if not _DECIMAL_NUMBER.fullmatch(token):
+        return None
+    value = float(token)
+    return value if math.isfinite(value) else None
+
+
+def _token_difference(expected: str, got: str, checker: Checker, tolerance: float) -> str | None:
+    """Why `got` does not match the expected token, or None when it does."""
+    if expected == got:
+        return None
+    is_integer = _INTEGER.fullmatch(expected) is not None
+    # Integers compare as text unless the checker sets a tolerance (see module docstring).
+    if is_integer and checker.float_tolerance is None:
+        return f"expected {_shown(expected)}, got {_shown(got)} (integers must match exactly)"
+    expected_value = _finite_number(expected)
+    if expected_value is not None:
+        got_value = _finite_number(got)
+        if got_value is None:
+            return f"expected number {_shown(expected)}, got {_shown(got)}"
+        if _within_tolerance(expected_value, got_value, tolerance):
+            return None
+        return (
+            f"expected {_shown(expected)}, got {_shown(got)} "
+            f"(difference {abs(got_value - expected_value):.3g} exceeds tolerance {tolerance:g})"
+        )
+    # Not a number (or one that overflows a double): compare as text.
+    if checker.case_insensitive and expected.casefold() == got.casefold():
+        return None
+    return f"expected {_shown(expected)}, got {_shown(got)}"
+
+
+def _tokens_by_line(text: str) -> list[list[str]]:
+    """The whitespace-separated tokens of each line; blank lines give empty lists."""
+    return [_TOKEN.findall(line) for line in _LINE_BREAK.split(text)]
+
+
+def _judge_token_stream(expected: str, got: str, checker: Checker, tolerance: float) -> tuple[bool, str]:
+    """Compare all tokens in order, line breaks counting as whitespace (Codeforces' wcmp)."""
+    expected_tokens = [
+        (line_number, token_number, token)
+        for line_number, line_tokens in enumerate(_tokens_by_line(expected), start=1)
+        for token_number, token in enumerate(line_tokens, start=1)
+    ]
+    got_tokens = _TOKEN.findall(got)
+
+    first_difference = ""
+    for (line_number, token_number, expected_token), got_token in zip(expected_tokens, got_tokens):
+        difference = _token_difference(expected_token, got_token, checker, tolerance)
+        if difference is not None:
+            first_difference = f"line {line_number} token {token_number}: {difference}"
+            break
+
+    if len(expected_tokens) != len(got_tokens):
+        count_reason = f"expected {len(expected_tokens)} tokens, got {len(got_tokens)}"
+        return False, f"{count_reason}; first difference at {first_difference}" if first_difference else count_reason
+    return (not first_difference, first_difference)
+
+
+def _judge_unordered_lines(expected: str, got: str, checker: Checker, tolerance: float) -> tuple[bool, str]:
+    """Compare the non-blank lines as multisets, each line judged token by token.
+
+    Lines are paired in three passes; a pair is only ever made of two lines that match
+    under the token rules, so an accepted output is always a true permutation:
+    1. lines identical after tokenising (and casefolding) pair off (a Counter, O(n));
+    2. the rest are sorted by their values (numbers as floats) and paired position by
+       position where they match: reformatted numbers ("2.50" for "2.5") land here;
+    3. what is still unpaired is searched greedily, each expected line taking the first
+       unused output line it matches; above MAX_UNPAIRED_LINES_SEARCHED lines this
+       O(n^2) search is skipped and the output rejected.
+    For exact tokens the result is exact. With tolerances "matches" is not transitive, so
+    the passes can reject a permutation that a full bipartite matching would accept
+    (numbers within about two tolerances of each other): errors go towards rejection.
+    """
+    expected_lines = _non_blank_lines(expected)
+    got_lines = _non_blank_lines(got)
+    if len(expected_lines) != len(got_lines):
+        return False, f"expected {len(expected_lines)} non-blank lines, got {len(got_lines)}"
+
+    def identity_key(tokens: list[str]) -> tuple[str, ...]:
+        return tuple(token.casefold() for token in tokens) if checker.case_insensitive else tuple(tokens)
+
+    def value_key(tokens: list[str]) -> tuple[tuple[int, float | str], ...]:
+        # (0, number) sorts before (1, text), so mixed lines never compare float with str.
+        return tuple(
+            (0, number) if (number := _finite_number(token)) is not None else (1, identity_key([token])[0])
+            for token in tokens
+        )
+
+    def lines_match(expected_tokens: list[str], got_tokens: list[str]) -> bool:
+        return len(expected_tokens) == len(got_tokens) and all(
+            _token_difference(e, g, checker, tolerance) is None for e, g in zip(expected_tokens, got_tokens)
+        )
+
+    # Pass 1: identical lines.
+    identical = Counter(identity_key(tokens) for _, tokens in expected_lines) & Counter(
+        identity_key(tokens) for _, tokens in got_lines
+    )
+    expected_left = _without_identical(expected_lines, identical, identity_key)
+    got_left = _without_identical(got_lines, identical, identity_key)
+
+    # Pass 2: sorted by value, position by position.
+    expected_left.sort(key=lambda line: value_key(line[1]))
+    got_left.sort(key=lambda line: value_key(line[1]))
+    unpaired_after_sorting = [(e, g) for e, g in zip(expected_left, got_left) if not lines_match(e[1], g[1])]
+    expected_left = [e for e, _ in unpaired_after_sorting]
+    got_left = [g for _, g in unpaired_after_sorting]
+    if not expected_left:
+        return True, ""
+
+    # Pass 3: greedy search over what is left.
+    first_number, first_tokens = min(expected_left)
+    if len(expected_left) > MAX_UNPAIRED_LINES_SEARCHED:
+        return False, (
+            f"{len(expected_left)} lines unpaired after sorting (over {MAX_UNPAIRED_LINES_SEARCHED}, "
+            f"not searched), e.g. expected line {first_number} ({_shown(' '.join(first_tokens))})"
+        )
+    for number, expected_tokens in sorted(expected_left):
+        match_index = next(
+            (index for index, (_, got_tokens) in enumerate(got_left) if lines_match(expected_tokens, got_tokens)),
+            None,
+        )
+        if match_index is None:
+            return False, f"expected line {number} ({_shown(' '.join(expected_tokens))}) matches no output line"
+        del got_left[match_index]
+    return True, ""
+
+
+def _non_blank_lines(text: str) -> list[tuple[int, list[str]]]:
+    """(1-based line number, tokens) of each line that has a token."""
+    return [(number, tokens) for number, tokens in enumerate(_tokens_by_line(text), start=1) if tokens]
+
+
+def _without_identical(
+    lines: list[tuple[int, list[str]]],
+    identical: Counter[tuple[str, ...]],
+    identity_key: Callable[[list[str]], tuple[str, ...]],
+) -> list[tuple[int, list[str]]]:
+    """`lines` less as many lines of each key as `identical` counts (those paired off)."""
+    still_to_remove = identical.copy()
+    remaining = []
+    for number, tokens in lines:
+        key = identity_key(tokens)
+        if still_to_remove[key] > 0:
+            still_to_remove[key] -= 1
+        else:
+            remaining.append((number, tokens))
+    return remaining
+
+
+# ---------------------------------------------------------------------------------------
+# Strict stdout: LiveCodeBench's grade_stdio rules, in our words.
+
+
+def _livecodebench_lines(text: str) -> list[str]:
+    # Strip the whole output (so trailing blank lines vanish), split on "\n", strip each
+    # line (so "\r" and edge spaces vanish). Python's Unicode-aware str.strip, as theirs.
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def _livecodebench_decimals(line: str) -> list[Decimal] | None:
+    """Every token of the line as a Decimal, or None if any token is not one."""
+    try:
+        return [Decimal(token) for token in line.split()]
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def _judge_stdout_like_livecodebench(expected: str, got: str) -> tuple[bool, str]:
+    expected_lines, got_lines = _livecodebench_lines(expected), _livecodebench_lines(got)
+    if len(expected_lines) != len(got_lines):
+        return False, f"expected {len(expected_lines)} lines, got {len(got_lines)}"
+    for line_number, (expected_line, got_line) in enumerate(zip(expected_lines, got_lines), start=1):
+        if expected_line == got_line:
+            continue
+        # A line that differs as text passes if both lines are all numbers and the lists
+        # of Decimals are equal: this is why "3.0", "+5", "007", "1e2" pass for integers.
+        mismatch = f"line {line_number}: expected {_shown(expected_line)}, got {_shown(got_line)}"
+        got_decimals = _livecodebench_decimals(got_line)
+        expected_decimals = _livecodebench_decimals(expected_line)
+        if got_decimals is None or expected_decimals is None:
+            return False, mismatch
+        try:
+            equal = got_decimals == expected_decimals
+        except InvalidOperation:
+            # Comparing a signalling NaN ("sNaN") raises; in LiveCodeBench the exception
+            # escapes grade_stdio and run_test reports the test as failed.
+            equal = False
+        if not equal:
+            return False, mismatch
+    return True, ""
+
+
+# ---------------------------------------------------------------------------------------
+# Robust call: structural equality over JSON values.
+
+
+def _json_type_name(value: object) -> str:
+    names = {type(None): "null", bool: "bool", int: "int", float: "float", str: "string",
+             list: "list", tuple: "list", dict: "object"}
+    return names.get(type(value), f"unsupported {type(value).__name__}")
+
+
+def _is_number(value: object) -> bool:
+    # Exact type checks: bool is a subclass of int but is not a number here.
+    return type(value) is int or type(value) is float
+
+
+def _numbers_difference(expected: int | float, got: int | float) -> str | None:
+    """Why two numbers differ, or None if they match (see judge_call's rules)."""
+    if type(expected) is int and type(got) is int:
+        return None if expected == got else "differs"
+    try:
+        expected_float, got_float = float(expected), float(got)
+    except OverflowError:
+        return "differs (an integer beyond the range of a float)"
+    if math.isnan(expected_float) or math.isnan(got_float):
+        # nan matches only when nan is expected.
+        return None if math.isnan(expected_float) and math.isnan(got_float) else "differs"
+    if math.isinf(expected_float) or math.isinf(got_float):
+        return None if expected_float == got_float else "differs"
+    if _within_tolerance(expected_float, got_float, CALL_FLOAT_TOLERANCE):
+        return None
+    return f"differs by more than {CALL_FLOAT_TOLERANCE:g}"
+
+
+def _first_value_difference(expected: object, got: object, path: str) -> str | None:
+    """Where and how `got` first differs from `expected`, or None if they match.
+
+    `path` locates the value, e.g. "[2]['key']"; "" is the whole return value.
+    """
+    where = f"at {path}: " if path else ""
+    if _is_number(expected) and _is_number(got):
+        how = _numbers_difference(expected, got)
+        if how is None:
+            return None
+        return f"{where}expected {_shown(expected)}, got {_shown(got)} ({how})"
+
+    expected_type, got_type = _json_type_name(expected), _json_type_name(got)
+    if expected_type != got_type:
+        return f"{where}expected {expected_type} {_shown(expected)}, got {got_type} {_shown(got)}"
+
+    if expected_type == "list":
+        if len(expected) != len(got):
+            return f"{where}expected a list of {len(expected)} items, got {len(got)}"
+        for index, (expected_item, got_item) in enumerate(zip(expected, got)):
+            difference = _first_value_difference(expected_item, got_item, f"{path}[{index}]")
+            if difference is not None:
+                return difference
+        return None
+
+    if expected_type == "object":
+        missing = [key for key in expected if key not in got]
+        if missing:
+            return f"{where}missing key {_shown(missing[0])}"
+        extra = [key for key in got if key not in expected]
+        if extra:
+            return f"{where}unexpected key {_shown(extra[0])}"
+        for key, expected_item in expected.items():
+            difference = _first_value_difference(expected_item, got[key], f"{path}[{key!r}]")
+            if difference is not None:
+                return difference
+        return None
+
+    if expected_type in ("null", "bool", "string"):
+        if expected == got:
+            return None
+        return f"{where}expected {_shown(expected)}, got {_shown(got)}"
+
+    # Both sides of a type no JSON value has (only possible if `expected` were not JSON).
+    return f"{where}cannot compare {expected_type} values"
+
+
+# ---------------------------------------------------------------------------------------
+# Strict call: LiveCodeBench's grade_call_based rule, in our words.
+
+
+def _contains_nan(value: object) -> bool:
+    if type(value) is float:
+        return math.isnan(value)
+    if type(value) in (list, tuple):
+        return any(_contains_nan(item) for item in value)
+    if type(value) is dict:
+        return any(_contains_nan(item) for item in value.values())
+    return False
+
+
+def _judge_call_like_livecodebench(expected: object, got: object) -> tuple[bool, str]:
+    # LiveCodeBench turns a returned tuple into a list (top level only) and compares with
+    # Python ==: True == 1, 1 == 1.0, and no tolerance, so 0.1 + 0.2 != 0.3.
+    if type(got) is tuple:
+        got = list(got)
+    # A nan the candidate computed is a fresh object, so == (which for list items first
+    # tries identity) never holds for it there. Our `got` may hold json's shared NaN
+    # object, which == would accept by identity, so rule nan out explicitly.
+    if _contains_nan(got):
+        return False, "the return value contains nan, which never compares equal"
+    if got == expected:
+        return True, ""
+    return False, f"expected {_shown(expected)}, got {_shown(got)}"
