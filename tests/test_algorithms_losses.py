@@ -86,14 +86,12 @@ def test_per_response_advantages_broadcast_over_tokens():
 
 
 def test_log_ratio_is_clamped_to_20():
-    # logp - old_logp = 50 would be exp(50) ~ 5e21; clamped to exp(20). A = -1, no clip beyond the upper
-    # side for negative A, so loss = exp(20) (finite) -- and capped at 3 with dual clip.
-    logp = torch.tensor([[50.0]])
-    loss, _ = clipped_policy_loss(logp, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1), eps_low=0.2, eps_high=0.2)
+    # logp - old_logp = 50 would be exp(50) ~ 5e21; it is clamped to 20. With A = -1 and the ratio above
+    # 1 + eps_high, min() picks the unclipped term, so loss = exp(20) = 4.85e8 (finite); dual clip caps it at 3.
+    logp, old_logp, advantage, mask = torch.tensor([[50.0]]), torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1)
+    loss, _ = clipped_policy_loss(logp, old_logp, advantage, mask, eps_low=0.2, eps_high=0.2)
     assert loss.item() == pytest.approx(math.exp(20), rel=1e-5)
-    loss, _ = clipped_policy_loss(
-        logp, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1), eps_low=0.2, eps_high=0.2, dual_clip=3.0
-    )
+    loss, _ = clipped_policy_loss(logp, old_logp, advantage, mask, eps_low=0.2, eps_high=0.2, dual_clip=3.0)
     assert loss.item() == pytest.approx(3.0)
 
 
@@ -101,7 +99,8 @@ def test_bad_clip_arguments_raise():
     with pytest.raises(ValueError):
         _loss(dual_clip=1.0)
     with pytest.raises(ValueError):
-        clipped_policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.zeros(1), torch.ones(1, 1), eps_low=-0.1, eps_high=0.2)
+        zeros = torch.zeros(1, 1)
+        clipped_policy_loss(zeros, zeros, torch.zeros(1), torch.ones(1, 1), eps_low=-0.1, eps_high=0.2)
 
 
 def _loop_policy_loss(logp, old_logp, adv, mask, eps_low, eps_high, c):
@@ -248,3 +247,15 @@ def test_k3_matches_plain_loop():
 def test_unknown_estimator_names_valid_choices():
     with pytest.raises(ValueError, match="k1.*k3"):
         kl_estimate(torch.zeros(1), torch.zeros(1), "k2")
+
+
+def test_masked_response_stays_in_token_mean_normaliser():
+    # Conditional truncation masking sets a response's advantage to 0 but keeps its tokens.
+    # Response 0: A = 1, 2 tokens at ratio 1 -> loss -1 each. Response 1: masked, A = 0, 3 tokens -> loss 0.
+    # token-mean = (-1 - 1 + 0 + 0 + 0) / 5 = -0.4. Dropping response 1 from the mask instead
+    # (TRL's mask_truncated_completions) would give (-1 - 1) / 2 = -1.
+    logp = torch.zeros(2, 3)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    advantages = torch.tensor([1.0, 1.0]) * torch.tensor([1.0, 0.0])  # group advantage * keep
+    loss, _ = clipped_policy_loss(logp, logp, advantages, mask, eps_low=0.2, eps_high=0.28)
+    assert aggregate_loss(loss, mask, "token-mean").item() == pytest.approx(-0.4)
