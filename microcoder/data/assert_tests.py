@@ -12,7 +12,9 @@ Rules (docs/formats.md repeats them):
 - the reference must pass its own asserts; if any assert fails the problem is rejected
   (we cannot tell whether the reference or the assert is wrong);
 - a call whose arguments or result have no JSON form (set, nan/inf, custom object, dict
-  with non-string keys) is dropped and counted; tuples are recorded as lists;
+  with non-string keys) is dropped and counted; tuples are recorded as lists, and each
+  call is replayed with its JSON-decoded arguments: if the result differs (the function
+  relied on getting a tuple) the call is dropped;
 - a problem whose asserts check a property of the result (`abs(f(x) - y) < 1e-6`,
   `poly(xs, f(xs))`) rather than `f(x) == y` still records the reference's exact value;
   it is flagged with `metadata["property_checked"]` and given a float tolerance.
@@ -114,6 +116,18 @@ for _mc_index, _mc_test in enumerate(TESTS):
     except BaseException as error:
         _mc_failures.append("%s: %s" % (type(error).__name__, str(error)[:200]))
         del _mc_records[_mc_start:]  # calls of a failing assert are not trusted
+# Replay each call with its arguments as they come back from JSON (tuples now lists): a
+# call whose result then differs (or raises) depends on what JSON lost, and is dropped.
+_mc_depth[0] += 1
+for _mc_record in _mc_records:
+    if "args" in _mc_record and "output" in _mc_record:
+        try:
+            _mc_again = _mc_plain(_mc_original(*_mc_json.loads(_mc_json.dumps(_mc_record["args"]))))
+        except BaseException as error:
+            _mc_again = ("raised", type(error).__name__)
+        if _mc_again != _mc_record["output"]:
+            _mc_record["not_json"] = "argument: replay with JSON arguments differs (tuples became lists?)"
+_mc_depth[0] -= 1
 for _mc_record in _mc_records:
     _mc_emit(_mc_record)
 _mc_emit({"done": True, "failures": _mc_failures})
