@@ -577,6 +577,15 @@ def _leetcodedataset(item: _Row, shared: set[tuple[str, str]]) -> Problem:
     except NotRepresentable as error:
         raise item.reject("starter_code", str(error), "unparseable starter code") from None
 
+    if not uses_nodes(signature):
+        # A typo in the starter (`root: reeNode`) hides a tree argument; trust the
+        # reference's annotations when they name ListNode/TreeNode.
+        try:
+            reference_signature = find_signature(completion, method)
+        except NotRepresentable:
+            reference_signature = None
+        if reference_signature is not None and uses_nodes(reference_signature):
+            signature = reference_signature
     nodes = uses_nodes(signature)
     return_kind = node_kind(signature.returns)
     # Node arguments travel as lists; the annotation check applies to the list form.
