@@ -213,6 +213,9 @@ def child_main(request, source, stdin_path, directory, result_fd, out_fd, err_fd
         import random
 
         random.seed()
+        # glibc sizes new threads' stacks by RLIMIT_STACK, which the worker raised for deep
+        # recursion; 16 MiB keeps threads within the memory limit.
+        threading.stack_size(16 * 1024 * 1024)
         fresh_std_streams()
         # CPU time of every thread; the default action ends the process. RLIMIT_CPU backs
         # it up should the program catch SIGPROF.

@@ -278,6 +278,12 @@ class Sandbox:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    @property
+    def run_uids(self) -> list[int]:
+        """The uids runs of this sandbox's started workers use (empty when runs keep ours)."""
+        with self._lock:
+            return [worker.uid for worker in self._all if worker.uid is not None]
+
     def _start_worker(self) -> Worker:
         worker = Worker(self.plan, self.config)
         with self._lock:

@@ -1,0 +1,168 @@
+"""Verdicts, call problems, checkers, summaries and the evaluator's hygiene over many calls."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample, read_samples, summarize
+from microcoder.problems import Checker, ProblemFormatError
+from tests.helpers import call_problem, stdin_problem
+
+ADD = stdin_problem([("1 2", "3"), ("5 5", "10"), ("0 0", "0")], problem_id="add")
+TWO_SUM = call_problem(
+    [("[2, 7, 11, 15]\n9", "[0, 1]"), ("[3, 2, 4]\n6", "[1, 2]")], entry_point="Solution().twoSum", problem_id="two-sum"
+)
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator(EvaluatorConfig(workers=2)) as evaluator:
+        yield evaluator
+
+
+def verdict(evaluator, problem, code):
+    return evaluator.evaluate_code(problem, code).verdict
+
+
+def test_stdin_verdicts(evaluator):
+    assert verdict(evaluator, ADD, "print(sum(map(int, input().split())))") == "accepted"
+    assert verdict(evaluator, ADD, "print(3)") == "wrong_answer"
+    assert verdict(evaluator, ADD, "print(1 / 0)") == "runtime_error"
+    assert verdict(evaluator, ADD, "print(3") == "syntax_error"
+
+
+def test_stops_at_the_first_failing_test_unless_all_tests():
+    code = "a, b = map(int, input().split())\nprint(a + b if a else 99)"  # fails only test 2
+    with Evaluator(EvaluatorConfig(workers=1)) as evaluator:
+        first = evaluator.evaluate_code(ADD, "print(3)")
+        assert (first.tests_run, first.tests_passed, first.tests_total) == (2, 1, 3)
+    with Evaluator(EvaluatorConfig(workers=1, all_tests=True)) as evaluator:
+        result = evaluator.evaluate_code(ADD, code)
+        assert (result.verdict, result.tests_run, result.tests_passed) == ("wrong_answer", 3, 2)
+        assert result.detail.startswith("test 2:")
+
+
+def test_no_code_and_responses_are_extracted(evaluator):
+    samples = [
+        Sample("add", response="```python\nprint(sum(map(int, input().split())))\n```"),
+        Sample("add", response="Let me think... ```python\nprint(sum(map("),
+    ]
+    results = evaluator.evaluate([ADD], samples)
+    assert [r.verdict for r in results] == ["accepted", "no_code"]
+    assert [r.reward for r in results] == [1.0, 0.0]
+
+
+def test_call_problem_with_a_fresh_instance_per_test(evaluator):
+    solution = (
+        "class Solution:\n"
+        "    calls = 0\n"
+        "    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+        "        Solution.calls += 1\n"
+        "        assert Solution.calls == 1, 'state leaked from an earlier test'\n"
+        "        seen = {}\n"
+        "        for i, x in enumerate(nums):\n"
+        "            if target - x in seen:\n"
+        "                return (seen[target - x], i)\n"  # a tuple: equal to the expected list
+        "            seen[x] = i\n"
+    )
+    assert verdict(evaluator, TWO_SUM, solution) == "accepted"
+
+
+def test_call_problem_never_trusts_the_candidates_eq(evaluator):
+    cheat = (
+        "class Anything(list):\n"
+        "    def __eq__(self, other):\n"
+        "        return True\n"
+        "class Solution:\n"
+        "    def twoSum(self, nums, target):\n"
+        "        return Anything()\n"
+    )
+    assert verdict(evaluator, TWO_SUM, cheat) == "wrong_answer"
+    unserialisable = "class Solution:\n    def twoSum(self, nums, target):\n        return object()\n"
+    result = evaluator.evaluate_code(TWO_SUM, unserialisable)
+    assert result.verdict == "wrong_answer" and "not JSON" in result.detail
+
+
+def test_plain_function_entry_point_and_prelude(evaluator):
+    problem = call_problem([("[3, 1, 2]", "[1, 2, 3]")], entry_point="sort_it", problem_id="sort",
+                           prelude="from typing import List\nHELPER = sorted\n")
+    assert verdict(evaluator, problem, "def sort_it(xs: List[int]):\n    return HELPER(xs)\n") == "accepted"
+
+
+def test_robust_and_strict_modes_differ_on_floats():
+    problem = stdin_problem([("", "0.3333333333")], problem_id="third")
+    code = "print(0.333333)"
+    with Evaluator(EvaluatorConfig(workers=1)) as robust, Evaluator(EvaluatorConfig(workers=1, mode="strict")) as strict:
+        assert verdict(robust, problem, code) == "accepted"
+        assert verdict(strict, problem, code) == "wrong_answer"
+
+
+def test_python_checker_runs_sandboxed_and_decides(evaluator):
+    # Any pair summing to the input number is right.
+    checker = Checker(python="def check(input, expected, got):\n    a, b = map(int, got.split())\n    return a + b == int(input)\n")
+    problem = stdin_problem([("10", "5 5"), ("3", "1 2")], problem_id="pair", checker=checker)
+    assert verdict(evaluator, problem, "n = int(input())\nprint(n - 1, 1)") == "accepted"
+    assert verdict(evaluator, problem, "n = int(input())\nprint(n, 1)") == "wrong_answer"
+    broken = stdin_problem([("1", "1")], problem_id="broken", checker=Checker(python="def check(:\n"))
+    assert verdict(evaluator, broken, "print(1)") == "judge_error"
+
+
+def test_broken_problems_are_judge_errors_not_the_models_fault(evaluator):
+    no_tests = stdin_problem([], problem_id="empty")
+    assert verdict(evaluator, no_tests, "print(1)") == "judge_error"
+    results = [evaluator.evaluate_code(no_tests, "print(1)"), evaluator.evaluate_code(ADD, "print(3)")]
+    summary = summarize(results)
+    assert summary["verdicts"] == {"wrong_answer": 1, "judge_error": 1}
+    assert summary["problems"] == 1  # the broken problem does not count
+
+
+def test_summary_pass_at_k_is_unbiased():
+    # Problem a: 2 of 4 correct -> pass@1 = 0.5, pass@2 = 1 - C(2,2)/C(4,2) = 1 - 1/6.
+    # Problem b: 0 of 4 -> 0 and 0. Means: pass@1 = 0.25, pass@2 = 5/12.
+    from microcoder.evaluator.evaluate import EvaluationResult
+
+    def row(problem_id, verdict):
+        return EvaluationResult(problem_id, 0, verdict, float(verdict == "accepted"), 0, 0, 1, 0.0)
+
+    results = [row("a", v) for v in ("accepted", "accepted", "wrong_answer", "no_code")]
+    results += [row("b", "wrong_answer")] * 4
+    summary = summarize(results, ks=(1, 2, 5))
+    assert summary["pass@1"] == pytest.approx(0.25)
+    assert summary["pass@2"] == pytest.approx(5 / 12)
+    assert "pass@5" not in summary  # fewer than 5 samples per problem
+
+
+def test_samples_file_errors_name_file_row_and_field(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps({"problem_id": "add", "code": "print(3)"}) + "\n" + json.dumps({"problem_id": 7}) + "\n")
+    with pytest.raises(ProblemFormatError) as error:
+        read_samples(str(path))
+    assert (error.value.row, error.value.field) == (2, "problem_id")
+    assert str(path) in str(error.value)
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _children():
+    """Our child processes, whichever of our threads started them."""
+    return [pid for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()]
+
+
+def test_many_evaluations_leak_no_process_fd_or_temp_dir(tmp_path):
+    temp_before = set(Path("/tmp").iterdir())
+    fds_before = _open_fds()
+    children_before = set(_children())  # other tests' evaluators may still be open
+    with Evaluator(EvaluatorConfig(workers=2)) as evaluator:
+        codes = ["print(sum(map(int, input().split())))", "print(1/0)", "while True: pass", "import os\nos.fork()\nprint(3)"]
+        quick = ADD.model_copy(update={"time_limit_s": 0.2})
+        for round_ in range(40):
+            evaluator.evaluate([quick], [Sample("add", code=codes[round_ % 4]) for _ in range(4)])
+        assert len(set(_children()) - children_before) == 2, "only the two workers may be left"
+    assert set(_children()) == children_before
+    assert _open_fds() <= fds_before
+    leftover = {p for p in set(Path("/tmp").iterdir()) - temp_before if p.name.startswith("microcoder")}
+    assert leftover == set()

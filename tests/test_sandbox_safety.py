@@ -1,0 +1,270 @@
+"""One adversarial test per safety property. Each runs the attack in a batch beside two
+honest samples and asserts (1) the attack's verdict, (2) that the honest samples are
+still accepted, and (3) that the evaluator still works afterwards."""
+
+import os
+import socket
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+from microcoder.evaluator.sandbox import isolation_plan
+from tests.helpers import stdin_problem
+
+HONEST = "print(sum(map(int, input().split())))"
+PROBLEM = stdin_problem([("1 2", "3"), ("5 5", "10")], problem_id="add", time_limit_s=1.0)
+FULL = isolation_plan("auto").switch_uid and isolation_plan("auto").isolate_filesystem
+needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root with namespaces (isolation 'full')")
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator(EvaluatorConfig(workers=2, output_limit_mb=1, memory_limit_mb=512)) as evaluator:
+        yield evaluator
+
+
+def run_attack(evaluator, attack, problem=PROBLEM):
+    """Verdict and detail of `attack` judged beside two honest samples."""
+    code = textwrap.dedent(attack)
+    samples = [Sample(problem.id, code=HONEST), Sample(problem.id, code=code), Sample(problem.id, code=HONEST)]
+    results = evaluator.evaluate([problem], samples)
+    assert [results[0].verdict, results[2].verdict] == ["accepted", "accepted"], results
+    assert evaluator.evaluate_code(PROBLEM, HONEST).verdict == "accepted"
+    return results[1]
+
+
+def sandbox_processes(evaluator):
+    """Processes running right now under the uid of one of this evaluator's workers."""
+    uids = set(evaluator.sandbox.run_uids)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid in uids:
+                    found.append(entry.name)
+            except FileNotFoundError:
+                pass
+    return found
+
+
+@needs_full_isolation
+def test_fork_bomb_is_stopped_and_leaves_no_process(evaluator):
+    result = run_attack(evaluator, """
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+    """)
+    assert result.verdict == "time_limit_exceeded"
+    assert sandbox_processes(evaluator) == []
+
+
+def test_memory_bomb_is_memory_limit_exceeded(evaluator):
+    # Filling 512 MiB page by page costs ~0.3-0.9 s of CPU on a busy machine: a generous
+    # time limit keeps this about memory.
+    problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=5.0)
+    growing = "blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 1024 * 1024))\n"
+    at_once = "block = bytearray(10 ** 12)\n"
+    for attack in (growing, at_once):
+        result = run_attack(evaluator, attack, problem)
+        assert result.verdict == "memory_limit_exceeded", result
+
+
+def test_infinite_loop_in_python_is_time_limit_exceeded(evaluator):
+    assert run_attack(evaluator, "while True:\n    pass\n").verdict == "time_limit_exceeded"
+
+
+def test_infinite_loop_in_c_code_is_time_limit_exceeded(evaluator):
+    # Catastrophic backtracking: the loop runs inside the C regex engine, where Python
+    # signal handlers never get a chance to run; only a signal from outside stops it.
+    result = run_attack(evaluator, "import re\nre.match(r'(a*)*b', 'a' * 64)\n")
+    assert result.verdict == "time_limit_exceeded"
+
+
+def test_sleeping_program_is_stopped_by_the_wall_clock_backstop(evaluator):
+    result = run_attack(evaluator, "import time\ntime.sleep(60)\n")
+    assert result.verdict == "time_limit_exceeded"
+    assert "wall-clock" in result.detail
+    assert result.seconds < 30
+
+
+def test_huge_output_is_output_limit_exceeded(evaluator):
+    result = run_attack(evaluator, "while True:\n    print('x' * 1000)\n")
+    assert result.verdict == "output_limit_exceeded"
+
+
+@needs_full_isolation
+def test_killing_the_parent_or_everything_fails_only_the_attacker(evaluator):
+    # Each attack then prints the right answer, so only the kill can change its verdict.
+    expected = {
+        "os.kill(os.getppid(), signal.SIGKILL)": "runtime_error",  # the worker is root's: EPERM
+        "os.kill(1, signal.SIGKILL)": "runtime_error",  # EPERM
+        "os.killpg(0, signal.SIGKILL)": "runtime_error",  # its own group: it kills itself
+        "os.kill(-1, signal.SIGKILL)": "accepted",  # every process of its uid but itself: none
+    }
+    for kill, verdict in expected.items():
+        result = run_attack(evaluator, f"import os, signal\n{kill}\n{HONEST}\n")
+        assert result.verdict == verdict, (kill, result)
+    assert sandbox_processes(evaluator) == []
+
+
+@needs_full_isolation
+def test_cannot_write_outside_its_directory(evaluator, tmp_path):
+    targets = [tmp_path / "planted.txt", Path.cwd() / "planted-by-sandbox.txt", Path.home() / "planted-by-sandbox.txt"]
+    attack = "import sys\nblocked = 0\n"
+    for target in targets:
+        attack += f"try:\n    open({str(target)!r}, 'w').write('x')\nexcept OSError:\n    blocked += 1\n"
+    attack += f"print(3 if blocked == {len(targets)} else 0)\n"
+    # Judged on the first test only: "3" is printed exactly when every write was refused.
+    problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=1.0)
+    assert run_attack(evaluator, attack, problem).verdict == "accepted"
+    assert not any(target.exists() for target in targets)
+
+
+@needs_full_isolation
+def test_cannot_read_the_callers_environment_or_files(evaluator, tmp_path):
+    os.environ["MICROCODER_TEST_SECRET"] = "s3cr3t-value"
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text("s3cr3t-value")
+    attack = f"""
+        import os
+        found = "s3cr3t-value" in repr(dict(os.environ))
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    found |= b"s3cr3t-value" in open(f"/proc/{{pid}}/environ", "rb").read()
+                except OSError:
+                    pass
+        try:
+            found |= "s3cr3t" in open({str(secret_file)!r}).read()
+        except OSError:
+            pass
+        print(0 if found else 3)
+    """
+    try:
+        problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0)
+        assert run_attack(evaluator, attack, problem).verdict == "accepted"
+    finally:
+        del os.environ["MICROCODER_TEST_SECRET"]
+
+
+@needs_full_isolation
+def test_cannot_open_a_network_connection(evaluator):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        attack = f"""
+            import socket
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=1)
+                print(0)
+            except OSError:
+                print(3)
+        """
+        problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0)
+        assert run_attack(evaluator, attack, problem).verdict == "accepted"
+
+
+def test_cannot_find_the_expected_output_in_its_frames_or_memory(evaluator):
+    # If the expected answer were anywhere in the candidate's process (a caller's frame,
+    # a global, any live object), this program would find and print it.
+    problem = stdin_problem([("", "EXPECTED_7f3a91")], problem_id="secret", time_limit_s=2.0)
+    attack = """
+        import gc, sys
+        found = None
+        frame = sys._getframe()
+        while frame:
+            for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):
+                if isinstance(value, str) and value.startswith("EXPECTED_"):
+                    found = value
+            frame = frame.f_back
+        for value in gc.get_objects():
+            for item in (value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()):
+                if isinstance(item, str) and item.startswith("EXPECTED_") and "startswith" not in item:
+                    found = item
+        print(found)
+    """
+    result = evaluator.evaluate([problem], [Sample("secret", code=textwrap.dedent(attack))])[0]
+    assert result.verdict == "wrong_answer"
+    assert "EXPECTED_7f3a91" not in result.detail.split("got")[-1]
+
+
+def test_catching_the_timeout_signals_does_not_help(evaluator):
+    result = run_attack(evaluator, """
+        import signal
+        for signum in (signal.SIGPROF, signal.SIGXCPU, signal.SIGTERM, signal.SIGALRM):
+            signal.signal(signum, lambda *_: print(3, flush=True))
+        while True:
+            pass
+    """)
+    assert result.verdict == "time_limit_exceeded"
+
+
+def test_printing_the_answer_then_failing_is_a_runtime_error(evaluator):
+    assert run_attack(evaluator, HONEST + "\nraise SystemExit(1)\n").verdict == "runtime_error"
+
+
+def test_a_daemon_thread_left_running_is_killed_and_the_answer_stands(evaluator):
+    result = run_attack(evaluator, """
+        import threading
+        def spin():
+            while True:
+                pass
+        threading.Thread(target=spin, daemon=True).start()
+        print(sum(map(int, input().split())))
+    """)
+    assert result.verdict == "accepted"
+
+
+def test_a_thread_that_never_ends_is_time_limit_exceeded(evaluator):
+    result = run_attack(evaluator, """
+        import threading
+        def spin():
+            while True:
+                pass
+        threading.Thread(target=spin).start()
+        print(sum(map(int, input().split())))
+    """)
+    assert result.verdict == "time_limit_exceeded"
+
+
+@needs_full_isolation
+def test_a_daemonised_grandchild_is_swept(evaluator):
+    result = run_attack(evaluator, """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(300)
+            os._exit(0)
+        print(sum(map(int, input().split())))
+    """)
+    assert result.verdict == "accepted"
+    assert sandbox_processes(evaluator) == []
+
+
+def test_deep_recursion_works_when_the_program_raises_the_limit(evaluator):
+    # lru_cache recursion goes through C frames: 100,000 levels need the big stack the
+    # workers are started with (8 MiB segfaults near 30,000 levels).
+    result = run_attack(evaluator, """
+        import sys
+        from functools import lru_cache
+        sys.setrecursionlimit(10 ** 6)
+        @lru_cache(None)
+        def depth(n):
+            return 0 if n == 0 else 1 + depth(n - 1)
+        a, b = map(int, input().split())
+        print(a + b + depth(100000) - 100000)
+    """)
+    assert result.verdict == "accepted"
+
+
+def test_unbounded_recursion_is_a_runtime_error(evaluator):
+    result = run_attack(evaluator, "def f(n):\n    return f(n + 1)\nf(0)\n")
+    assert result.verdict == "runtime_error"
+    assert "RecursionError" in result.detail
