@@ -24,6 +24,7 @@ import os
 import queue
 import shutil
 import signal
+import site
 import struct
 import subprocess
 import sys
@@ -183,9 +184,10 @@ class Worker:
             "isolate_filesystem": plan.isolate_filesystem,
             "hidden_paths": _default_hidden_paths(config.hidden_paths),
             "tmp_root": tmp_root,
+            "site_paths": [*site.getsitepackages(), site.getusersitepackages()],
         }
         self.process = subprocess.Popen(
-            [*plan.command_prefix, sys.executable, "-I", str(ZYGOTE), json.dumps(zygote_config)],
+            [*plan.command_prefix, sys.executable, "-I", "-S", str(ZYGOTE), json.dumps(zygote_config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=RUN_ENVIRONMENT,
@@ -326,7 +328,6 @@ class Sandbox:
             "memory_bytes": int(memory_limit_mb * 1024 * 1024),
             "output_bytes": output_bytes,
             "max_processes": self.config.max_processes,
-            "env": RUN_ENVIRONMENT,
         }
         stdin_bytes = stdin.encode() if isinstance(stdin, str) else stdin
         worker = self._idle.get()
