@@ -15,8 +15,7 @@ Per run the zygote:
      escaped descendant (as the worker uid, `kill(-1, SIGKILL)`), reaps, reads the
      output files, removes the directory and replies.
 
-Wire format, both directions: 4-byte big-endian header length, a JSON header whose
-"blobs" lists the byte lengths of the binary parts that follow.
+Messages in both directions are framed as `_wire.py` says.
 """
 
 import ctypes
@@ -27,9 +26,13 @@ import resource
 import select
 import shutil
 import signal
-import struct
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I left our folder off the path
+from _wire import read_message, write_message  # noqa: E402
+
+del sys.path[0]
 
 # Modules a typical solution imports; importing them once here saves every child the cost.
 # Not `threading` or `random`: threading's at-fork handler costs every fork ~0.3 ms, and
@@ -50,32 +53,6 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 STACK_BYTES = 512 * 1024 * 1024  # deep recursion in solutions (lru_cache recursion uses the C stack)
 RESULT_FD = 3  # call mode: the child writes its verdict marker and return value here
-
-
-def read_exact(fd, size):
-    chunks = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_message(fd):
-    (length,) = struct.unpack(">I", read_exact(fd, 4))
-    header = json.loads(read_exact(fd, length))
-    return header, [read_exact(fd, size) for size in header.get("blobs", [])]
-
-
-def write_message(fd, header, blobs=()):
-    header = dict(header, blobs=[len(blob) for blob in blobs])
-    encoded = json.dumps(header).encode()
-    data = b"".join([struct.pack(">I", len(encoded)), encoded, *blobs])
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def check(result, what):

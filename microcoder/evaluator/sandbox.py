@@ -25,7 +25,6 @@ import queue
 import shutil
 import signal
 import site
-import struct
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from microcoder.evaluator._wire import read_message, write_message
 
 ZYGOTE = Path(__file__).with_name("_zygote.py")
 STATUSES = (
@@ -141,30 +142,6 @@ def _default_hidden_paths(extra: Sequence[str]) -> list[str]:
     return ["/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/mnt", "/media", "/srv", home, os.getcwd(), *extra]
 
 
-def _read_exact(fd: int, size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            raise EOFError("sandbox worker closed its pipe")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _send(fd: int, header: dict, blobs: Sequence[bytes] = ()) -> None:
-    encoded = json.dumps(dict(header, blobs=[len(blob) for blob in blobs])).encode()
-    view = memoryview(b"".join([struct.pack(">I", len(encoded)), encoded, *blobs]))
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _receive(fd: int) -> tuple[dict, list[bytes]]:
-    (length,) = struct.unpack(">I", _read_exact(fd, 4))
-    header = json.loads(_read_exact(fd, length))
-    return header, [_read_exact(fd, size) for size in header.get("blobs", [])]
-
-
 class Worker:
     """One zygote process. Not thread-safe: the Sandbox hands it to one thread at a time."""
 
@@ -195,7 +172,7 @@ class Worker:
             start_new_session=True,  # a Ctrl-C at our terminal is ours to handle, not the worker's
         )
         try:
-            hello, _ = _receive(self.process.stdout.fileno())
+            hello, _ = read_message(self.process.stdout.fileno())
         except EOFError:
             self.close()
             raise RuntimeError(f"sandbox worker failed to start (isolation: {plan.description})") from None
@@ -208,13 +185,13 @@ class Worker:
         return self.process.poll() is None
 
     def run(self, request: dict, source: bytes, stdin: bytes) -> tuple[dict, list[bytes]]:
-        _send(self.process.stdin.fileno(), request, [source, stdin])
-        return _receive(self.process.stdout.fileno())
+        write_message(self.process.stdin.fileno(), request, [source, stdin])
+        return read_message(self.process.stdout.fileno())
 
     def close(self) -> None:
         if self.process.poll() is None:
             try:
-                _send(self.process.stdin.fileno(), {"op": "exit"})
+                write_message(self.process.stdin.fileno(), {"op": "exit"})
             except OSError:
                 pass
         for stream in (self.process.stdin, self.process.stdout):
