@@ -42,5 +42,25 @@ def evaluate(
         raise typer.Exit(2) from None
 
 
+@app.command()
+def train(
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides, e.g. total_steps=20 beta=0.001."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Config YAML, e.g. configs/dapo.yaml (default: the embedded MicroCoder-GRPO CPU run)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Run directory to continue from its last checkpoint (with its config.yaml unless --config is given)."),
+) -> None:
+    """Train a code model with MicroCoder-GRPO, GRPO or DAPO; writes a run directory."""
+    from microcoder.training.config import load_config
+    from microcoder.training.trainer import run_training
+
+    console = Console()
+    try:
+        path = resume / "config.yaml" if resume is not None and config is None else config
+        settings = load_config(path, [*(overrides or []), *([f"run_dir={resume}"] if resume is not None else [])])
+        run_training(settings, resume=resume is not None)
+    except (ProblemFormatError, ValueError, FileNotFoundError) as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
 if __name__ == "__main__":
     app()
