@@ -42,6 +42,95 @@ def evaluate(
         raise typer.Exit(2) from None
 
 
+def _given(**options) -> dict:
+    """The options the user set (None means: the config's default)."""
+    return {key: value for key, value in options.items() if value is not None}
+
+
+@app.command("eval")
+def eval_model(
+    model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
+    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (held-out default problems) [default: default]."),
+    n: Optional[int] = typer.Option(None, help="Samples per problem; pass@1 is estimated from all n [default: 4]."),
+    max_new_tokens: Optional[list[int]] = typer.Option(None, help="Response-length limit; repeat for several (sampled once at the largest) [default: 512]."),
+    temperature: Optional[float] = typer.Option(None, help="Sampling temperature [default: 0.6]."),
+    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling mass [default: 0.95]."),
+    out: Optional[Path] = typer.Option(None, help="Output directory; run again to resume it [default: eval]."),
+    seed: Optional[int] = typer.Option(None, help="Sampling seed [default: 0]."),
+    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
+    workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core [default: 0]."),
+    backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm [default: auto]."),
+) -> None:
+    """Sample n responses per problem and report pass@1 overall, by source and by difficulty."""
+    from microcoder.training.evaluation import EvalConfig, run_eval
+
+    console = Console()
+    try:
+        config = EvalConfig(**_given(model=model, problems=problems, n=n, temperature=temperature, top_p=top_p,
+                                     out=out, seed=seed, batch_size=batch_size, workers=workers, backend=backend,
+                                     max_new_tokens=tuple(max_new_tokens) if max_new_tokens else None))
+        run_eval(config, console)
+    except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def plot(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories, each with a metrics.jsonl."),
+    out: Optional[Path] = typer.Option(None, help="PNG to write [default: RUN_DIR/metrics.png for one run, runs.png for several]."),
+) -> None:
+    """Draw held-out accuracy, reward, response length and diversity against step, runs overlaid."""
+    from microcoder.training.plots import plot_runs
+
+    console = Console()
+    try:
+        written = plot_runs(run_dirs, out)
+    except (ValueError, FileNotFoundError) as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {written}")
+
+
+@app.command("temperature-probe")
+def temperature_probe(
+    model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
+    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (training default problems) [default: default]."),
+    temperatures: Optional[str] = typer.Option(None, help="Comma-separated candidates [default: 0.6,0.8,1.0,1.2]."),
+    n: Optional[int] = typer.Option(None, help="Responses per prompt [default: 8]."),
+    num_prompts: Optional[int] = typer.Option(None, help="Probe prompts sampled from the problems [default: 8]."),
+    max_new_tokens: Optional[int] = typer.Option(None, help="Response-length limit [default: 192, as the default training config]."),
+    target_diversity: Optional[float] = typer.Option(None, help="Diversity training is expected to converge to [default: 0.5]."),
+    target_from: Optional[Path] = typer.Option(None, help="Take the target from a previous run: mean diversity of its last quarter of steps."),
+    max_spread: Optional[float] = typer.Option(None, help="Refuse a T whose per-prompt diversities have a std above this [default: 0.2]."),
+    seed: Optional[int] = typer.Option(None, help="Seed of the prompt sample and of sampling [default: 0]."),
+    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
+    out: Optional[Path] = typer.Option(None, help="Also write the report as JSON here."),
+) -> None:
+    """Measure response diversity at candidate temperatures and choose the training temperature."""
+    from microcoder.training.probe import ProbeConfig, run_probe, target_from_run
+
+    console = Console()
+    try:
+        if target_diversity is not None and target_from is not None:
+            raise ValueError("give --target-diversity or --target-from, not both")
+        if target_from is not None:
+            target_diversity = target_from_run(target_from)
+            console.print(f"target diversity {target_diversity:.3f}, from {target_from}")
+        parsed = tuple(float(value) for value in temperatures.split(",") if value.strip()) if temperatures else None
+        config = ProbeConfig(**_given(model=model, problems=problems, temperatures=parsed, n=n, num_prompts=num_prompts,
+                                      max_new_tokens=max_new_tokens, target_diversity=target_diversity,
+                                      max_spread=max_spread, seed=seed, batch_size=batch_size))
+        report = run_probe(config, console)
+    except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    if out is not None:
+        out.write_text(report.to_json() + "\n")
+    if report.chosen is None:
+        raise typer.Exit(1)
+
+
 @app.command()
 def train(
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides, e.g. total_steps=20 beta=0.001."),

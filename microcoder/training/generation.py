@@ -1,0 +1,188 @@
+"""Sampling n responses per prompt, for evaluation and the temperature probe.
+
+    groups = generate(model, tokenizer, prompts, n=8, max_new_tokens=512, temperature=1.0, seed=0)
+    groups[i][j].token_ids, groups[i][j].text, groups[i][j].truncated   # prompt i, sample j
+
+Two backends, chosen by `backend="auto"`:
+- `hf`: `model.generate` in batches of `batch_size` sequences (left-padded), with a rich
+  progress bar over batches. Runs anywhere; the only one exercised by the tests.
+- `vllm`: used when `vllm` is importable and a GPU is present. It loads the weights from
+  `model.name_or_path`, so it serves models read from disk (eval, probe), not a model whose
+  weights changed in memory. It cannot be tested on our CPU machines; it is kept to one
+  function at the bottom of this file.
+
+Choices of ours (the paper is silent):
+- Prompts are complete texts (already rendered with the chat template by
+  `render_prompt`), tokenised without adding special tokens, as TRL does.
+- Sampling is from the model's full distribution at `temperature` (and `top_p`): every
+  other knob that reshapes it (top-k, repetition penalty, min-p, ...) is set to its neutral
+  value explicitly, because `model.generate` otherwise merges in the checkpoint's own
+  `generation_config` (SmolLM2's, for one, could carry a top-k), and the probe and eval
+  must see the distribution that training samples from. `temperature == 0` means greedy.
+- `token_ids` are the sampled response tokens up to and including the first EOS (the EOS
+  is a sampled token and counts toward `max_new_tokens`, as in `model.generate`);
+  `truncated` means no EOS within `max_new_tokens`.
+- Seeding: batch b draws with a torch seed derived from (seed, b), inside `fork_rng`, so a
+  call is reproducible and leaves the caller's global RNG untouched.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+BACKENDS = ("auto", "hf", "vllm")
+
+
+@dataclass(frozen=True)
+class GeneratedText:
+    """One sampled response."""
+
+    token_ids: list[int]
+    """Response tokens, up to and including the first EOS when one was sampled."""
+    text: str
+    """`token_ids` decoded with special tokens skipped."""
+    truncated: bool
+    """True when the response hit `max_new_tokens` without an EOS."""
+
+
+def generate(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 16,
+    backend: str = "auto",
+    progress: bool = True,
+) -> list[list[GeneratedText]]:
+    """Sample `n` responses to each prompt.
+
+    Args:
+        prompts: P complete prompt texts.
+        n: responses per prompt.
+        batch_size: sequences per `model.generate` call (hf backend); a batch may mix prompts.
+        backend: "auto" (vllm when importable and a GPU is present, else hf), "hf" or "vllm".
+        progress: show a progress bar over batches.
+
+    Returns: P lists of n `GeneratedText`, in prompt order.
+    """
+    if n < 1 or max_new_tokens < 1 or batch_size < 1:
+        raise ValueError(f"need n, max_new_tokens, batch_size >= 1, got {n}, {max_new_tokens}, {batch_size}")
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        backend = "vllm" if vllm_available() else "hf"
+    if not prompts:
+        return []
+    if backend == "vllm":
+        return _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed)
+    return _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed, batch_size, progress)
+
+
+def vllm_available() -> bool:
+    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+
+
+def eos_token_ids(model, tokenizer) -> list[int]:
+    """Every token that ends a response: the model's generation EOS ids and the tokenizer's."""
+    ids: list[int] = []
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (configured, tokenizer.eos_token_id):
+        for token in value if isinstance(value, (list, tuple)) else [value]:
+            if token is not None and token not in ids:
+                ids.append(int(token))
+    if not ids:
+        raise ValueError("neither the model's generation_config nor the tokenizer names an EOS token")
+    return ids
+
+
+def split_response(new_tokens: Sequence[int], eos_ids: Sequence[int], max_new_tokens: int) -> tuple[list[int], bool]:
+    """Cut one row of `model.generate`'s new tokens at its first EOS (kept); the rest is
+    padding. Returns (token_ids, truncated)."""
+    tokens = list(new_tokens)
+    eos = set(eos_ids)
+    for position, token in enumerate(tokens):
+        if token in eos:
+            return tokens[: position + 1], False
+    # No EOS: generation stopped at the limit (rows are only shorter when every row ended).
+    return tokens[:max_new_tokens], True
+
+
+def _batch_seed(seed: int, batch_index: int) -> int:
+    return int(np.random.SeedSequence([seed, batch_index]).generate_state(1)[0])
+
+
+def _sampling_kwargs(temperature: float, top_p: float) -> dict:
+    if temperature == 0:
+        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    # Neutral values for every other warper so the checkpoint's generation_config cannot add one.
+    return {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0, "min_p": 0.0,
+            "typical_p": 1.0, "repetition_penalty": 1.0, "no_repeat_ngram_size": 0}
+
+
+def _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed, batch_size, progress):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    eos_ids = eos_token_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    flat = [(prompt_index, prompt) for prompt_index, prompt in enumerate(prompts) for _ in range(n)]
+    batches = [flat[start : start + batch_size] for start in range(0, len(flat), batch_size)]
+    groups: list[list[GeneratedText]] = [[] for _ in prompts]
+    device = model.device
+    saved_padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"  # new tokens then start at the same column in every row
+    was_training = model.training
+    model.eval()
+    try:
+        with Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      transient=True, disable=not progress) as bar:
+            task = bar.add_task("sampling", total=len(batches))
+            for batch_index, batch in enumerate(batches):
+                encoded = tokenizer([prompt for _, prompt in batch], return_tensors="pt", padding=True,
+                                    add_special_tokens=False).to(device)
+                rng_devices = [device] if device.type == "cuda" else []
+                with torch.random.fork_rng(devices=rng_devices), torch.no_grad():
+                    torch.manual_seed(_batch_seed(seed, batch_index))
+                    output = model.generate(**encoded, max_new_tokens=max_new_tokens, pad_token_id=pad_id,
+                                            eos_token_id=eos_ids, **_sampling_kwargs(temperature, top_p))
+                new_tokens = output[:, encoded["input_ids"].shape[1] :].tolist()
+                for (prompt_index, _), row in zip(batch, new_tokens):
+                    token_ids, truncated = split_response(row, eos_ids, max_new_tokens)
+                    text = tokenizer.decode(token_ids, skip_special_tokens=True)
+                    groups[prompt_index].append(GeneratedText(token_ids, text, truncated))
+                bar.advance(task)
+    finally:
+        tokenizer.padding_side = saved_padding_side
+        model.train(was_training)
+    return groups
+
+
+# --- vLLM (GPU only; not exercised by the CPU tests) ------------------------------------
+
+_VLLM_ENGINES: dict[str, object] = {}
+
+
+def _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed):
+    from vllm import LLM, SamplingParams
+
+    path = model.name_or_path
+    if path not in _VLLM_ENGINES:  # one engine per checkpoint per process: start-up is slow
+        _VLLM_ENGINES[path] = LLM(model=path, seed=seed)
+    engine = _VLLM_ENGINES[path]
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                            max_tokens=max_new_tokens, seed=seed, skip_special_tokens=True)
+    # Token ids, not text, so vLLM adds no special tokens of its own (same prompts as hf).
+    requests = [{"prompt_token_ids": tokenizer(prompt, add_special_tokens=False)["input_ids"]} for prompt in prompts]
+    outputs = engine.generate(requests, params)
+    return [[GeneratedText(list(sample.token_ids), sample.text, sample.finish_reason == "length")
+             for sample in output.outputs] for output in outputs]

@@ -1,0 +1,244 @@
+"""`microcoder temperature-probe`: choose the sampling temperature by response diversity.
+
+The paper's rule: "the lowest temperature whose initial diversity is at or above the
+diversity training will converge to", avoiding the wild swings of too-high temperatures.
+Diversity falls during training at a fixed temperature; a run that starts below the
+level it would converge to collapses, and needlessly high temperatures are unstable.
+
+How we apply it before training (choices of ours; the paper gives no numbers):
+- Diversity is `microcoder.algorithms.group_diversity` (mean pairwise Jaccard distance of
+  4-gram sets, 0..1) of n responses per probe prompt, averaged over the probe prompts:
+  the same measure the trainer logs as `diversity`.
+- The convergence diversity is not known before training, so it is an input: the
+  `target`. Best: the diversity a previous run of the same model and data settled at
+  (`--target-from RUN_DIR` takes the mean over the last quarter of its logged steps).
+  Without one, DEFAULT_TARGET_DIVERSITY (see its comment for the measurement behind it).
+- "Wild swings" are read as disagreement between prompts: a temperature whose per-prompt
+  diversities spread widely (population std above `max_spread`) behaves erratically
+  (coherent on some prompts, degenerate on others) and is refused, as is one whose mean
+  diversity is above `max_diversity`, where responses share almost no 4-gram: noise, not
+  alternative solutions.
+- The probe prompts are the training problems (a seeded sample of `num_prompts`), with
+  the training prompt template, so the diversity is the one training starts from. Every
+  temperature samples with the same seed (common random numbers: differences between
+  temperatures are less noisy).
+
+`choose_temperature` is the rule as a pure function; `run_probe` measures and applies it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+DEFAULT_TEMPERATURES = (0.6, 0.8, 1.0, 1.2)
+DEFAULT_TARGET_DIVERSITY = 0.5
+DEFAULT_MAX_SPREAD = 0.2
+DEFAULT_MAX_DIVERSITY = 0.97
+
+
+def choose_temperature(
+    diversity_by_t: Mapping[float, Sequence[float]],
+    target: float,
+    max_spread: float = DEFAULT_MAX_SPREAD,
+    max_diversity: float = DEFAULT_MAX_DIVERSITY,
+) -> tuple[float, str]:
+    """The lowest steady temperature whose mean diversity is at or above `target`.
+
+    Args:
+        diversity_by_t: temperature -> diversities of the probe prompts (one per prompt).
+        target: the diversity training is expected to converge to.
+        max_spread: a temperature whose per-prompt diversities have a population standard
+            deviation above this swings too much and is refused.
+        max_diversity: a temperature whose mean diversity is above this samples noise and
+            is refused.
+
+    Returns: (temperature, reason), the reason naming the rule and the numbers that decided.
+    When no steady temperature reaches the target, the steady one with the highest mean
+    diversity, and the reason says it falls short. Raises ValueError when every candidate
+    is refused (or there are none).
+    """
+    if not diversity_by_t:
+        raise ValueError("no temperatures to choose from")
+    stats = {}
+    for temperature in sorted(diversity_by_t):
+        values = list(diversity_by_t[temperature])
+        if not values:
+            raise ValueError(f"no diversities measured at T={temperature}")
+        stats[temperature] = (statistics.fmean(values), statistics.pstdev(values))
+    refused: dict[float, str] = {}
+    for temperature, (mean, spread) in stats.items():
+        if spread > max_spread:
+            refused[temperature] = f"spread {spread:.3f} > {max_spread:g}"
+        elif mean > max_diversity:
+            refused[temperature] = f"diversity {mean:.3f} > {max_diversity:g} (noise)"
+    steady = [t for t in stats if t not in refused]
+    refusals = "; ".join(f"T={t:g} refused: {why}" for t, why in refused.items())
+    if not steady:
+        raise ValueError(f"every candidate temperature is refused ({refusals}); try lower temperatures "
+                         f"or a larger max spread")
+    reaching = [t for t in steady if stats[t][0] >= target]
+    if reaching:
+        chosen = reaching[0]
+        mean, spread = stats[chosen]
+        reason = (f"T={chosen:g} is the lowest steady temperature whose diversity {mean:.3f} is at or above "
+                  f"the target {target:.3f} (spread {spread:.3f} <= {max_spread:g})")
+        below = [f"T={t:g}: {stats[t][0]:.3f}" for t in steady if t < chosen]
+        if below:
+            reason += f"; below the target: {', '.join(below)}"
+    else:
+        chosen = max(steady, key=lambda t: stats[t][0])
+        reason = (f"no steady temperature reaches the target {target:.3f}; T={chosen:g} has the highest "
+                  f"diversity {stats[chosen][0]:.3f} among the steady ones: probe higher temperatures")
+    if refusals:
+        reason += f"; {refusals}"
+    return chosen, reason
+
+
+def target_from_run(run_dir: str | Path, tail_fraction: float = 0.25) -> float:
+    """The diversity a run settled at: the mean `diversity` over the last `tail_fraction`
+    of its logged steps (at least one)."""
+    from microcoder.training.plots import METRICS_FILE, read_metrics, series
+
+    _, values = series(read_metrics(Path(run_dir) / METRICS_FILE), "diversity")
+    if not values:
+        raise ValueError(f"{Path(run_dir) / METRICS_FILE} has no diversity values")
+    tail = values[-max(1, math.ceil(len(values) * tail_fraction)) :]
+    return statistics.fmean(tail)
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Settings of `microcoder temperature-probe`."""
+
+    model: str = "smollm2-135m-instruct"
+    """Checkpoint directory or hub id; the default is the embedded SmolLM2-135M-Instruct."""
+    problems: str = "default"
+    """Canonical problems JSONL, or "default" for the training split of the default problems."""
+    temperatures: tuple[float, ...] = DEFAULT_TEMPERATURES
+    """Candidate temperatures."""
+    num_prompts: int = 8
+    """Probe prompts, a seeded sample of the problems."""
+    n: int = 8
+    """Responses per prompt (the group size of the diversity)."""
+    max_new_tokens: int = 192
+    """Response-length limit; the default is that of the default training config."""
+    target_diversity: float = DEFAULT_TARGET_DIVERSITY
+    """The diversity training is expected to converge to (see the module doc)."""
+    max_spread: float = DEFAULT_MAX_SPREAD
+    """Refuse a temperature whose per-prompt diversities have a std above this."""
+    max_diversity: float = DEFAULT_MAX_DIVERSITY
+    """Refuse a temperature whose mean diversity is above this (noise)."""
+    ngram: int = 4
+    """n of the diversity's n-gram sets (as the trainer's `diversity_ngram`)."""
+    seed: int = 0
+    """Seed of the prompt sample and of sampling."""
+    batch_size: int = 16
+    """Sequences per generation batch."""
+    backend: str = "auto"
+    """Generation backend: auto, hf or vllm."""
+
+    def __post_init__(self) -> None:
+        if not self.temperatures or min(self.temperatures) <= 0:
+            raise ValueError(f"temperatures must be positive, got {self.temperatures}")
+        if self.n < 2:
+            raise ValueError(f"diversity needs n >= 2 responses per prompt, got {self.n}")
+        if self.num_prompts < 1:
+            raise ValueError(f"num_prompts must be >= 1, got {self.num_prompts}")
+
+
+@dataclass
+class ProbeReport:
+    """What the probe measured and chose."""
+
+    diversity_by_t: dict[float, list[float]]
+    """Temperature -> per-prompt diversity."""
+    fraction_truncated_by_t: dict[float, float]
+    mean_tokens_by_t: dict[float, float]
+    chosen: float | None
+    reason: str
+    target: float
+    problem_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        for key in ("diversity_by_t", "fraction_truncated_by_t", "mean_tokens_by_t"):
+            data[key] = {str(t): value for t, value in data[key].items()}
+        return json.dumps(data, indent=2)
+
+
+def probe_problems(spec: str, num_prompts: int, seed: int) -> list:
+    """A seeded sample of `num_prompts` problems from a JSONL file or the default training split."""
+    from microcoder.problems import read_problems
+
+    if spec == "default":
+        from microcoder.training.tasks import default_problems
+
+        problems, _ = default_problems(seed)
+    else:
+        problems = read_problems(spec)
+    if not problems:
+        raise ValueError(f"no problems in {spec}")
+    return random.Random(seed).sample(problems, min(num_prompts, len(problems)))
+
+
+def run_probe(config: ProbeConfig, console: Console | None = None, model=None, tokenizer=None,
+              problems: Sequence | None = None) -> ProbeReport:
+    """Sample the probe prompts at every candidate temperature, measure diversity, choose.
+
+    `model`/`tokenizer` and `problems` default to those the config names (tests inject them)."""
+    from microcoder.algorithms.diversity import batch_diversity
+    from microcoder.training.generation import generate
+    from microcoder.training.prompts import render_prompt
+
+    console = console or Console()
+    problems = list(problems) if problems is not None else probe_problems(config.problems, config.num_prompts,
+                                                                           config.seed)
+    if model is None or tokenizer is None:
+        from microcoder.training.model import load_model_and_tokenizer
+
+        model, tokenizer = load_model_and_tokenizer(config.model)
+    prompts = [render_prompt(problem, tokenizer) for problem in problems]
+    diversity_by_t, truncated_by_t, tokens_by_t = {}, {}, {}
+    for temperature in sorted(set(config.temperatures)):
+        console.print(f"T={temperature:g}: {len(prompts)} prompts x {config.n} responses")
+        groups = generate(model, tokenizer, prompts, n=config.n, max_new_tokens=config.max_new_tokens,
+                          temperature=temperature, seed=config.seed, batch_size=config.batch_size,
+                          backend=config.backend)
+        diversity_by_t[temperature] = batch_diversity([[s.token_ids for s in group] for group in groups],
+                                                      config.ngram)
+        samples = [sample for group in groups for sample in group]
+        truncated_by_t[temperature] = sum(s.truncated for s in samples) / len(samples)
+        tokens_by_t[temperature] = statistics.fmean(len(s.token_ids) for s in samples)
+    try:
+        chosen, reason = choose_temperature(diversity_by_t, config.target_diversity, config.max_spread,
+                                            config.max_diversity)
+    except ValueError as error:
+        chosen, reason = None, str(error)
+    report = ProbeReport(diversity_by_t, truncated_by_t, tokens_by_t, chosen, reason, config.target_diversity,
+                         [problem.id for problem in problems])
+    console.print(render_report(report))
+    return report
+
+
+def render_report(report: ProbeReport) -> Table:
+    table = Table(title=f"diversity by temperature (target {report.target:.3f})",
+                  caption=("chosen: " + (f"T={report.chosen:g}" if report.chosen is not None else "none")
+                           + f"\n{report.reason}"))
+    for column in ("T", "diversity", "spread (std)", "min", "max", "truncated (%)", "mean tokens"):
+        table.add_column(column, justify="right")
+    for temperature, values in report.diversity_by_t.items():
+        marker = " *" if temperature == report.chosen else ""
+        table.add_row(f"{temperature:g}{marker}", f"{statistics.fmean(values):.3f}",
+                      f"{statistics.pstdev(values):.3f}", f"{min(values):.3f}", f"{max(values):.3f}",
+                      f"{report.fraction_truncated_by_t[temperature] * 100:.0f}",
+                      f"{report.mean_tokens_by_t[temperature]:.0f}")
+    return table
