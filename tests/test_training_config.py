@@ -1,0 +1,70 @@
+"""TrainConfig: presets load, overrides are typed, errors name the key, the verl -> TRL mapping."""
+
+from pathlib import Path
+
+import pytest
+
+from microcoder.training.config import TrainConfig, dump_config, grpo_arguments, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("name", ["grpo", "dapo", "microcoder", "grpo-tiny", "dapo-tiny", "microcoder-tiny"])
+def test_presets_load(name):
+    load_config(CONFIGS / f"{name}.yaml")
+
+
+def test_presets_differ_only_in_algorithm_keys():
+    sizes = ("model", "problems", "total_steps", "group_size", "train_batch_size", "ppo_mini_batch_size",
+             "max_new_tokens", "learning_rate", "seed")
+    configs = [load_config(CONFIGS / f"{name}.yaml") for name in ("grpo", "dapo", "microcoder")]
+    for key in sizes:
+        assert len({getattr(config, key) for config in configs}) == 1, key
+    grpo, dapo, microcoder = configs
+    assert grpo.beta > 0 and grpo.eps_high == grpo.eps_low and grpo.truncation_mask_rho == 0
+    assert dapo.beta == 0 and dapo.eps_high > dapo.eps_low and dapo.dynamic_sampling and dapo.overlong_cache_length
+    assert microcoder.beta == 0 and microcoder.eps_high > microcoder.eps_low and microcoder.truncation_mask_rho > 0
+    assert len(microcoder.temperature_stages) > 1
+    assert microcoder == TrainConfig()  # the embedded default is the MicroCoder-GRPO preset
+
+
+def test_overrides_are_typed():
+    config = load_config(None, ["beta=0.001", "dual_clip=3", "dynamic_sampling=true", "model=007",
+                                "temperature_stages=[[0, 0.6], [50, 1.0]]", "dual_clip=null"])
+    assert config.beta == 0.001 and config.dual_clip is None and config.dynamic_sampling is True
+    assert config.model == "007" and config.temperature_stages == [(0, 0.6), (50, 1.0)]
+
+
+@pytest.mark.parametrize("override, key", [
+    ("bogus=1", "bogus"), ("total_steps=abc", "total_steps"), ("loss_aggregation=mean", "loss_aggregation"),
+    ("ppo_mini_batch_size=3", "ppo_mini_batch_size"), ("temperature_stages=[[5, 1.0]]", "temperature_stages"),
+    ("truncation_mask_rho=1.5", "truncation_mask_rho"), ("dual_clip=0.5", "dual_clip"), ("beta", "beta"),
+])
+def test_bad_values_name_the_key(override, key):
+    with pytest.raises(ValueError, match=key):
+        load_config(None, [override])
+
+
+def test_snapshot_round_trips(tmp_path):
+    config = load_config(CONFIGS / "dapo.yaml", ["seed=3"])
+    dump_config(config, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml") == config
+
+
+def test_verl_batch_names_map_to_trl():
+    # R=8 prompts per rollout, U=2 prompts per update, G=4, M=4 responses per forward pass:
+    # 32 responses per rollout, 8 per update -> 2 micro-batches per update, 8 per rollout,
+    # 4 updates per rollout step (x2 epochs).
+    config = load_config(None, ["train_batch_size=8", "ppo_mini_batch_size=2", "group_size=4",
+                                "micro_batch_size=4", "ppo_epochs=2", "total_steps=3", "save_every=2"])
+    args = grpo_arguments(config, "out")
+    assert args["num_generations"] == 4 and args["per_device_train_batch_size"] == 4
+    assert args["gradient_accumulation_steps"] == 2 and args["steps_per_generation"] == 8
+    assert args["num_iterations"] == 2 and config.updates_per_step == 8
+    assert args["max_steps"] == 24 and args["logging_steps"] == 8 and args["save_steps"] == 16
+    assert args["mask_truncated_completions"] is False and args["bf16"] is False
+    # Two processes: each does half the micro-batches.
+    args = grpo_arguments(config, "out", world_size=2)
+    assert args["gradient_accumulation_steps"] == 1 and args["steps_per_generation"] == 4
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        grpo_arguments(config, "out", world_size=3)

@@ -1,0 +1,108 @@
+"""The conditional truncation mask and the DAPO group filter, through the trainer's own
+code path: hand-written responses go through `EvaluatorReward` (the real sandboxed
+Evaluator) and `MicroCoderTrainer.compute_advantages`, exactly as a rollout does."""
+
+import pytest
+import torch
+
+from microcoder.evaluator import Evaluator, EvaluatorConfig
+from microcoder.training.config import load_config
+from microcoder.training.trainer import ScoredBatch, build_trainer
+from tests.training_support import tiny_problems
+
+from tests.test_training_presets import CONFIGS
+
+L = 40  # max_new_tokens of these tests
+GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator(EvaluatorConfig(workers=2)) as judge:
+        yield judge
+
+
+def make_trainer(tmp_path, evaluator, *overrides):
+    config = load_config(CONFIGS / "microcoder-tiny.yaml",
+                         [f"run_dir={tmp_path}", f"max_new_tokens={L}", "repetition_m=4", *overrides])
+    return build_trainer(config, tmp_path, problems=tiny_problems(), evaluator=evaluator)
+
+
+def responses(tokenizer):
+    """(text, token ids, expected verdict, expected truncated, expected keep at rho=1) per response.
+
+    Two groups of G=4 (problems tiny/add-0 and tiny/add-1)."""
+    eos = tokenizer.eos_token_id
+
+    def finished(text):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]
+        assert len(ids) < L
+        return tokenizer.decode(ids, skip_special_tokens=True), ids
+
+    def cut(text):
+        ids = tokenizer(text + " and then some more words" * 20, add_special_tokens=False)["input_ids"][:L]
+        assert len(ids) == L and eos not in ids
+        return tokenizer.decode(ids), ids
+
+    loop_prefix = tokenizer("```python\ndef add(a, b):\n", add_special_tokens=False)["input_ids"]
+    loop = loop_prefix + tokenizer(" x", add_special_tokens=False)["input_ids"] * (L - len(loop_prefix))
+    cases = [
+        # group 1
+        (*finished(GOOD), "accepted", False, 1.0),
+        (*cut("```python\ndef add(a, b):\n    # think"), "no_code", True, 0.0),       # cut mid-answer: masked
+        (*cut("```python\ndef add(a, b):\n    return a - b\n```\nExplanation:"), "wrong_answer", True, 1.0),
+        (tokenizer.decode(loop), loop, "no_code", True, 1.0),                           # a loop keeps its penalty
+        # group 2
+        (*cut(GOOD + "\nExplanation:"), "accepted", True, 0.0),                        # correct but cut: masked
+        (*cut("```python\ndef add(a, b):\n    return a + c\n```\nNote:"), "runtime_error", True, 1.0),
+        (*finished("I do not know."), "no_code", False, 1.0),                          # finished: never masked
+        (*cut("```python\ndef add(a, b):\n    return a +\n```\nNote:"), "syntax_error", True, 1.0),
+    ]
+    return cases
+
+
+def score(trainer, cases):
+    ids = [case[1] for case in cases]
+    problem_ids = ["tiny/add-0"] * 4 + ["tiny/add-1"] * 4
+    rewards = trainer.reward(prompts=[""] * 8, completions=[case[0] for case in cases], completion_ids=ids,
+                             problem_id=problem_ids)
+    return rewards, trainer.reward.last
+
+
+def test_rho_one_masks_exactly_the_truncated_non_incorrect_non_repetitive(tmp_path, evaluator):
+    trainer = make_trainer(tmp_path, evaluator, "truncation_mask_rho=1.0")
+    cases = responses(trainer.processing_class)
+    rewards, scored = score(trainer, cases)
+    assert scored.verdicts == [case[2] for case in cases]
+    assert rewards == [1.0, 0, 0, 0, 1.0, 0, 0, 0]
+
+    advantages, keep, masked_fraction, truncated_fraction, group_keep = trainer.compute_advantages(scored)
+    assert keep.tolist() == [case[4] for case in cases]
+    assert truncated_fraction == 6 / 8 and masked_fraction == 2 / 8
+    assert group_keep is None
+    # Each group: one correct of four, mean 0.25, unbiased std 0.5 -> +1.5 and -0.5, normalised over
+    # all four (masked ones included), then multiplied by keep.
+    expected = torch.tensor([1.5, 0.0, -0.5, -0.5, 0.0, -0.5, -0.5, -0.5])
+    torch.testing.assert_close(advantages, expected, atol=1e-5, rtol=0)
+
+
+def test_rho_zero_masks_nothing(tmp_path, evaluator):
+    trainer = make_trainer(tmp_path, evaluator, "truncation_mask_rho=0.0")
+    _, scored = score(trainer, responses(trainer.processing_class))
+    advantages, keep, masked_fraction, _, _ = trainer.compute_advantages(scored)
+    assert keep.tolist() == [1.0] * 8 and masked_fraction == 0.0
+    torch.testing.assert_close(advantages, torch.tensor([1.5, -0.5, -0.5, -0.5] * 2), atol=1e-5, rtol=0)
+
+
+def test_dynamic_sampling_drops_groups_with_equal_correctness(tmp_path, evaluator):
+    trainer = make_trainer(tmp_path, evaluator, "truncation_mask_rho=0.0", "dynamic_sampling=true",
+                           "overlong_cache_length=8")
+    finished = [[1, 2, trainer.processing_class.eos_token_id]] * 4
+    truncated = [[5] * (L - 1) + [6]] * 2 + [[7] * 10 + [trainer.processing_class.eos_token_id]] * 2
+    # Group 1: one correct -> kept. Group 2: all wrong but the overlong penalty makes the shaped
+    # rewards differ; DAPO filters on correctness, so the group is dropped anyway.
+    scored = ScoredBatch(verdicts=["accepted"] + ["wrong_answer"] * 7, correct=[1.0] + [0.0] * 7,
+                         rewards=[1.0, 0, 0, 0, -1.0, -1.0, 0, 0], completion_ids=finished + truncated, seconds=0.0)
+    advantages, _, _, _, group_keep = trainer.compute_advantages(scored)
+    assert group_keep.tolist() == [1.0] * 4 + [0.0] * 4
+    assert advantages[4:].abs().max() == 0 and advantages[0] > 0
