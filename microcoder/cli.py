@@ -99,10 +99,11 @@ def temperature_probe(
     temperatures: Optional[str] = typer.Option(None, help="Comma-separated candidates [default: 0.6,0.8,1.0,1.2]."),
     n: Optional[int] = typer.Option(None, help="Responses per prompt [default: 8]."),
     num_prompts: Optional[int] = typer.Option(None, help="Probe prompts sampled from the problems [default: 8]."),
-    max_new_tokens: Optional[int] = typer.Option(None, help="Response-length limit [default: 192, as the default training config]."),
-    target_diversity: Optional[float] = typer.Option(None, help="Diversity training is expected to converge to [default: 0.5]."),
+    max_new_tokens: Optional[int] = typer.Option(None, help="Response-length limit [default: the training config's, 192]."),
+    target_diversity: Optional[float] = typer.Option(None, help="Diversity training is expected to converge to [default: the training config's adaptive_diversity_floor, 0.3]."),
     target_from: Optional[Path] = typer.Option(None, help="Take the target from a previous run: mean diversity of its last quarter of steps."),
     max_spread: Optional[float] = typer.Option(None, help="Refuse a T whose per-prompt diversities have a std above this [default: 0.2]."),
+    max_diversity: Optional[float] = typer.Option(None, help="Refuse a T whose mean diversity is above this: noise [default: 0.97]."),
     seed: Optional[int] = typer.Option(None, help="Seed of the prompt sample and of sampling [default: 0]."),
     batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
     out: Optional[Path] = typer.Option(None, help="Also write the report as JSON here."),
@@ -120,7 +121,8 @@ def temperature_probe(
         parsed = tuple(float(value) for value in temperatures.split(",") if value.strip()) if temperatures else None
         config = ProbeConfig(**_given(model=model, problems=problems, temperatures=parsed, n=n, num_prompts=num_prompts,
                                       max_new_tokens=max_new_tokens, target_diversity=target_diversity,
-                                      max_spread=max_spread, seed=seed, batch_size=batch_size))
+                                      max_spread=max_spread, max_diversity=max_diversity, seed=seed,
+                                      batch_size=batch_size))
         report = run_probe(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         console.print(f"[red]error:[/red] {error}")

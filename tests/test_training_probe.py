@@ -103,3 +103,35 @@ def test_probe_with_the_tiny_model_reports_every_temperature():
     # A random model's samples share no 4-gram: diversity 1 at both temperatures, noise.
     assert report.chosen is None and "noise" in report.reason
     assert json.loads(report.to_json())["diversity_by_t"].keys() == {"0.5", "1.0"}
+
+
+def test_defaults_come_from_the_training_config():
+    from microcoder.training.config import TrainConfig
+    from microcoder.training.probe import resolve_defaults
+
+    resolved = resolve_defaults(ProbeConfig())
+    assert resolved.target_diversity == TrainConfig().adaptive_diversity_floor
+    assert resolved.max_new_tokens == TrainConfig().max_new_tokens
+    assert resolve_defaults(ProbeConfig(target_diversity=0.6)).target_diversity == 0.6
+
+
+def test_probe_command_writes_the_report_and_fails_without_a_choice(tmp_path):
+    from typer.testing import CliRunner
+
+    from microcoder.cli import app
+    from microcoder.problems import write_problems
+    from microcoder.training.model import save_tiny_model
+
+    model_dir = save_tiny_model(tmp_path / "tiny")
+    write_problems(tmp_path / "problems.jsonl", [call_problem([("1", "2")], entry_point="inc", problem_id=f"p{i}")
+                                                 for i in range(3)])
+    arguments = ["temperature-probe", "--model", str(model_dir), "--problems", str(tmp_path / "problems.jsonl"),
+                 "--temperatures", "0.7,1.3", "--n", "2", "--num-prompts", "2", "--max-new-tokens", "4",
+                 "--out", str(tmp_path / "probe.json")]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 1, result.output  # a random model's samples are noise: no T chosen
+    report = json.loads((tmp_path / "probe.json").read_text())
+    assert report["chosen"] is None and set(report["diversity_by_t"]) == {"0.7", "1.3"}
+    assert len(report["problem_ids"]) == 2
+    result = CliRunner().invoke(app, arguments + ["--target-diversity", "0.5", "--target-from", str(tmp_path)])
+    assert result.exit_code == 2 and "not both" in result.output

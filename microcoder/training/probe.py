@@ -12,7 +12,14 @@ How we apply it before training (choices of ours; the paper gives no numbers):
 - The convergence diversity is not known before training, so it is an input: the
   `target`. Best: the diversity a previous run of the same model and data settled at
   (`--target-from RUN_DIR` takes the mean over the last quarter of its logged steps).
-  Without one, DEFAULT_TARGET_DIVERSITY (see its comment for the measurement behind it).
+  Without one, the trainer's `adaptive_diversity_floor` (0.3 by default): under adaptive
+  temperature control that floor is where training's diversity is held (the controller
+  steps T up whenever the moving average stays below it), so it is the level training
+  converges to by construction, and a run starting below it would step up at once. It
+  also keeps the probe and the trainer from disagreeing about what "too low" means.
+  For scale: SmolLM2-135M-Instruct on 4 easy prompts, 6 responses of <= 128 tokens,
+  measured 0.76 (std across prompts 0.05) already at T=0.4, because it follows its code
+  with prose that differs from sample to sample.
 - "Wild swings" are read as disagreement between prompts: a temperature whose per-prompt
   diversities spread widely (population std above `max_spread`) behaves erratically
   (coherent on some prompts, degenerate on others) and is refused, as is one whose mean
@@ -40,7 +47,8 @@ from rich.console import Console
 from rich.table import Table
 
 DEFAULT_TEMPERATURES = (0.6, 0.8, 1.0, 1.2)
-DEFAULT_TARGET_DIVERSITY = 0.5
+# Our bounds, no paper numbers behind them: the measured spread of a steady model is ~0.05
+# (see above), so 0.2 is four times that; a random-init model measures 1.0 (noise).
 DEFAULT_MAX_SPREAD = 0.2
 DEFAULT_MAX_DIVERSITY = 0.97
 
@@ -129,10 +137,11 @@ class ProbeConfig:
     """Probe prompts, a seeded sample of the problems."""
     n: int = 8
     """Responses per prompt (the group size of the diversity)."""
-    max_new_tokens: int = 192
-    """Response-length limit; the default is that of the default training config."""
-    target_diversity: float = DEFAULT_TARGET_DIVERSITY
-    """The diversity training is expected to converge to (see the module doc)."""
+    max_new_tokens: int | None = None
+    """Response-length limit; None: the default training config's `max_new_tokens`."""
+    target_diversity: float | None = None
+    """The diversity training is expected to converge to; None: the default training
+    config's `adaptive_diversity_floor` (see the module doc)."""
     max_spread: float = DEFAULT_MAX_SPREAD
     """Refuse a temperature whose per-prompt diversities have a std above this."""
     max_diversity: float = DEFAULT_MAX_DIVERSITY
@@ -190,6 +199,20 @@ def probe_problems(spec: str, num_prompts: int, seed: int) -> list:
     return random.Random(seed).sample(problems, min(num_prompts, len(problems)))
 
 
+def resolve_defaults(config: ProbeConfig) -> ProbeConfig:
+    """Fill `max_new_tokens` and `target_diversity` left as None from the training config's defaults."""
+    from dataclasses import replace
+
+    from microcoder.training.config import TrainConfig
+
+    fields = TrainConfig.model_fields
+    if config.max_new_tokens is None:
+        config = replace(config, max_new_tokens=fields["max_new_tokens"].default)
+    if config.target_diversity is None:
+        config = replace(config, target_diversity=fields["adaptive_diversity_floor"].default)
+    return config
+
+
 def run_probe(config: ProbeConfig, console: Console | None = None, model=None, tokenizer=None,
               problems: Sequence | None = None) -> ProbeReport:
     """Sample the probe prompts at every candidate temperature, measure diversity, choose.
@@ -200,6 +223,7 @@ def run_probe(config: ProbeConfig, console: Console | None = None, model=None, t
     from microcoder.training.prompts import render_prompt
 
     console = console or Console()
+    config = resolve_defaults(config)
     problems = list(problems) if problems is not None else probe_problems(config.problems, config.num_prompts,
                                                                            config.seed)
     if model is None or tokenizer is None:
