@@ -205,8 +205,11 @@ class MicroCoderTrainer(GRPOTrainer):
     def set_temperature(self, temperature: float) -> None:
         """Sample AND compute training / old / reference log-probs at `temperature`."""
         self.temperature = temperature
-        self.generation_config.temperature = temperature
-        self.generation_kwargs["temperature"] = temperature
+        if self.use_vllm:  # TRL's vLLM sampler reads its own copy (path not exercised on CPU)
+            self.vllm_generation.temperature = temperature
+        else:
+            self.generation_config.temperature = temperature
+            self.generation_kwargs["temperature"] = temperature
         for cell in self.temperature_cells:
             cell.cell_contents = temperature
 
