@@ -94,3 +94,12 @@ def test_generate_rejects_bad_arguments(tiny):
     with pytest.raises(ValueError, match="temperature"):
         generate(model, tokenizer, PROMPTS, n=1, max_new_tokens=2, temperature=-1.0)
     assert generate(model, tokenizer, [], n=2, max_new_tokens=2, temperature=1.0) == []
+
+
+def test_eval_and_probe_default_to_the_default_model():
+    # They spell the name out so that importing them does not import transformers.
+    from microcoder.training.evaluation import EvalConfig
+    from microcoder.training.model import DEFAULT_MODEL
+    from microcoder.training.probe import ProbeConfig
+
+    assert EvalConfig().model == ProbeConfig().model == DEFAULT_MODEL

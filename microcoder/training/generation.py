@@ -131,6 +131,7 @@ def _sampling_kwargs(temperature: float, top_p: float) -> dict:
 
 
 def _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed, batch_size, progress):
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     eos_ids = eos_token_ids(model, tokenizer)
@@ -144,8 +145,10 @@ def _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_
     was_training = model.training
     model.eval()
     try:
+        # On stderr, and only on a terminal: in logs a finished transient bar is an empty line.
+        console = Console(stderr=True)
         with Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      transient=True, disable=not progress) as bar:
+                      console=console, transient=True, disable=not progress or not console.is_terminal) as bar:
             task = bar.add_task("sampling", total=len(batches))
             for batch_index, batch in enumerate(batches):
                 encoded = tokenizer([prompt for _, prompt in batch], return_tensors="pt", padding=True,
