@@ -57,6 +57,7 @@ def eval_model(
     top_p: Optional[float] = typer.Option(None, help="Nucleus sampling mass [default: 0.95]."),
     out: Optional[Path] = typer.Option(None, help="Output directory; run again to resume it [default: eval]."),
     seed: Optional[int] = typer.Option(None, help="Sampling seed [default: 0]."),
+    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split [default: 0]."),
     batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
     workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core [default: 0]."),
     backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm [default: auto]."),
@@ -67,7 +68,8 @@ def eval_model(
     console = Console()
     try:
         config = EvalConfig(**_given(model=model, problems=problems, n=n, temperature=temperature, top_p=top_p,
-                                     out=out, seed=seed, batch_size=batch_size, workers=workers, backend=backend,
+                                     out=out, seed=seed, problems_seed=problems_seed, batch_size=batch_size,
+                                     workers=workers, backend=backend,
                                      max_new_tokens=tuple(max_new_tokens) if max_new_tokens else None))
         run_eval(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
@@ -105,6 +107,7 @@ def temperature_probe(
     max_spread: Optional[float] = typer.Option(None, help="Refuse a T whose per-prompt diversities have a std above this [default: 0.2]."),
     max_diversity: Optional[float] = typer.Option(None, help="Refuse a T whose mean diversity is above this: noise [default: 0.97]."),
     seed: Optional[int] = typer.Option(None, help="Seed of the prompt sample and of sampling [default: 0]."),
+    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split [default: 0]."),
     batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
     out: Optional[Path] = typer.Option(None, help="Also write the report as JSON here."),
 ) -> None:
@@ -122,7 +125,7 @@ def temperature_probe(
         config = ProbeConfig(**_given(model=model, problems=problems, temperatures=parsed, n=n, num_prompts=num_prompts,
                                       max_new_tokens=max_new_tokens, target_diversity=target_diversity,
                                       max_spread=max_spread, max_diversity=max_diversity, seed=seed,
-                                      batch_size=batch_size))
+                                      problems_seed=problems_seed, batch_size=batch_size))
         report = run_probe(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         console.print(f"[red]error:[/red] {error}")

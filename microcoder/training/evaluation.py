@@ -68,7 +68,9 @@ class EvalConfig:
     top_p: float = 0.95
     """Nucleus sampling mass."""
     seed: int = 0
-    """Sampling seed (and the split seed of the default problems)."""
+    """Sampling seed."""
+    problems_seed: int = 0
+    """With problems="default": the seed of the train/held-out split (the training run's `seed`)."""
     batch_size: int = 16
     """Sequences per generation batch."""
     problems_per_chunk: int = 8
@@ -93,7 +95,7 @@ class EvalConfig:
 
     def identity(self) -> dict:
         """What the rows depend on; a resumed run must match it."""
-        return {"model": self.model, "problems": self.problems, "n": self.n, "max_new_tokens": self.lengths,
+        return {"model": self.model, "problems": self.problems, "problems_seed": self.problems_seed, "n": self.n, "max_new_tokens": self.lengths,
                 "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
 
 
@@ -226,7 +228,7 @@ def run_eval(config: EvalConfig, console: Console | None = None, generator: Resp
     from microcoder.evaluator import Evaluator, EvaluatorConfig
 
     console = console or Console()
-    problems = list(problems) if problems is not None else load_eval_problems(config.problems, config.seed)
+    problems = list(problems) if problems is not None else load_eval_problems(config.problems, config.problems_seed)
     if not problems:
         raise ValueError(f"no problems in {config.problems}")
     by_id = {problem.id: problem for problem in problems}

@@ -150,6 +150,8 @@ class ProbeConfig:
     """n of the diversity's n-gram sets (as the trainer's `diversity_ngram`)."""
     seed: int = 0
     """Seed of the prompt sample and of sampling."""
+    problems_seed: int = 0
+    """With problems="default": the seed of the train/held-out split (the training run's `seed`)."""
     batch_size: int = 16
     """Sequences per generation batch."""
     backend: str = "auto"
@@ -184,14 +186,14 @@ class ProbeReport:
         return json.dumps(data, indent=2)
 
 
-def probe_problems(spec: str, num_prompts: int, seed: int) -> list:
+def probe_problems(spec: str, num_prompts: int, seed: int, problems_seed: int = 0) -> list:
     """A seeded sample of `num_prompts` problems from a JSONL file or the default training split."""
     from microcoder.problems import read_problems
 
     if spec == "default":
         from microcoder.training.tasks import default_problems
 
-        problems, _ = default_problems(seed)
+        problems, _ = default_problems(problems_seed)
     else:
         problems = read_problems(spec)
     if not problems:
@@ -225,7 +227,7 @@ def run_probe(config: ProbeConfig, console: Console | None = None, model=None, t
     console = console or Console()
     config = resolve_defaults(config)
     problems = list(problems) if problems is not None else probe_problems(config.problems, config.num_prompts,
-                                                                           config.seed)
+                                                                           config.seed, config.problems_seed)
     if model is None or tokenizer is None:
         from microcoder.training.model import load_model_and_tokenizer
 
