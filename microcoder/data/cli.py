@@ -47,3 +47,72 @@ def convert(
         typer.echo(f"  rejected {count:5d}  {reason}")
     for reason, count in dropped.most_common():
         typer.echo(f"  dropped tests {count:5d}  {reason}")
+
+
+# ------------------------------------------------------------------- the pipeline
+# `build` runs every stage; one subcommand per stage runs that stage alone
+# (docs/data_pipeline.md). All read one YAML config (configs/data/*.yaml).
+
+_CONFIG_HELP = "Pipeline config (YAML), e.g. configs/data/shared.yaml."
+
+
+def _load_pipeline_config(config: Path, no_progress: bool):
+    from microcoder.data.pipeline import load_config
+
+    try:
+        loaded = load_config(config)
+    except (OSError, ValueError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    if no_progress:
+        loaded.progress = False
+    return loaded
+
+
+@data_app.command("build")
+def build_command(
+    config: Path = typer.Option(..., "--config", exists=True, dir_okay=False, help=_CONFIG_HELP),
+    force: bool = typer.Option(False, "--force", help="Rerun every stage even when its manifest matches."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs, CI)."),
+) -> None:
+    """Run every stage: ingest, validate, dedup, decontaminate, difficulty, export (done stages are skipped)."""
+    import time
+
+    from microcoder.data.pipeline import build
+
+    loaded = _load_pipeline_config(config, no_progress)
+    started = time.monotonic()
+    manifests = build(loaded, force=force, log=typer.echo)
+    export_dir = loaded.stage_dir("export")
+    typer.echo(f"built {manifests['export']['counts']['out']} problems in {time.monotonic() - started:.0f} s "
+               f"-> {export_dir} (datasheet.md)")
+
+
+def _stage_command(stage: str, summary: str):
+    def command(
+        config: Path = typer.Option(..., "--config", exists=True, dir_okay=False, help=_CONFIG_HELP),
+        force: bool = typer.Option(False, "--force", help="Rerun even when the stage's manifest matches."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs, CI)."),
+    ) -> None:
+        from microcoder.data.pipeline import MissingInput, run_stage
+
+        loaded = _load_pipeline_config(config, no_progress)
+        try:
+            run_stage(loaded, stage, force=force, log=typer.echo)
+        except MissingInput as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(2) from None
+
+    command.__doc__ = summary
+    data_app.command(stage)(command)
+
+
+for _stage, _summary in (
+    ("ingest", "Stage 1: read every source into canonical problems, with provenance."),
+    ("validate", "Stage 2: drop tests that do not belong, run references, infer checkers."),
+    ("dedup", "Stage 3: remove exact and near duplicates, keeping the richer record."),
+    ("decontaminate", "Stage 4: remove problems that match the evaluation sets."),
+    ("difficulty", "Stage 5: optional model pass rate; pass-rate band and date filters."),
+    ("export", "Stage 6: write Parquet, JSONL and the datasheet."),
+):
+    _stage_command(_stage, _summary)

@@ -1,0 +1,196 @@
+"""The datasheet: what the corpus holds and what every stage removed, in Markdown.
+
+Reads the stage manifests and `removed.jsonl` / `rejects.jsonl` files under `work_dir`
+and the exported problems; writes `datasheet.md`, `sources.png` and `difficulty.png`.
+It names problems by id only (no statements or tests), so it can be committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from microcoder.data.pipeline import STAGES, PipelineConfig, read_json_lines, read_manifest
+from microcoder.problems import Problem
+
+
+def _relative(path: str, config: PipelineConfig) -> str:
+    """Paths in the datasheet relative to the repository root, so it reads the same anywhere."""
+    if path.startswith("hf:"):
+        return path
+    try:
+        return str(Path(path).resolve().relative_to(Path(config.base_dir).resolve()))
+    except (ValueError, OSError):
+        import os
+
+        try:
+            return os.path.relpath(path, config.base_dir)
+        except ValueError:
+            return path
+
+
+def _bar_chart(path: Path, counts: dict[str, int], title: str, xlabel: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(counts)
+    figure, axes = plt.subplots(figsize=(7, 0.35 * max(4, len(labels)) + 1))
+    axes.barh(labels[::-1], [counts[label] for label in labels][::-1], color="#4c72b0")
+    for y, label in enumerate(labels[::-1]):
+        axes.text(counts[label], y, f" {counts[label]}", va="center", fontsize=8)
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+
+
+def difficulty_bucket(problem: Problem) -> str:
+    """A histogram label: the estimated pass rate in tenths when known, else the source label."""
+    rate = (problem.metadata.get("pass_rate") or {}).get("rate")
+    if rate is not None:
+        low = min(int(rate * 10), 9) / 10
+        return f"pass rate {low:.1f}-{low + 0.1:.1f}"
+    return f"label: {problem.difficulty}" if problem.difficulty else "unlabelled"
+
+
+def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Path) -> list[str]:
+    """Write datasheet.md and its figures; returns the figure file names."""
+    examples = config.export.examples_per_reason
+    manifests = {stage: read_manifest(config, stage) for stage in STAGES[:-1]}
+    lines = [f"# Datasheet: {config.export.name}", ""]
+    lines += [f"{len(problems)} problems ({Counter(p.kind for p in problems)['stdin']} stdin, "
+              f"{Counter(p.kind for p in problems)['call']} call) from {len(config.sources)} configured sources. "
+              "Written by `microcoder data export`; every number below comes from the stage manifests "
+              "and removal files under the build's work_dir.", ""]
+
+    lines += ["## Counts after each stage", "",
+              "| stage | in | out | removed | rejected (malformed) | seconds |", "|---|---:|---:|---:|---:|---:|"]
+    total_seconds = 0.0
+    for stage, manifest in manifests.items():
+        if manifest:
+            c = manifest["counts"]
+            total_seconds += manifest["seconds"]
+            lines.append(f"| {stage} | {c['in']} | {c['out']} | {c['removed']} | {c['rejected']} | {manifest['seconds']} |")
+    lines.append(f"| export | {len(problems)} | {len(problems)} | 0 | 0 | |")
+    lines += ["", f"Stage time before export: {total_seconds:.0f} s (the time of the run that produced each "
+              "stage's output; a cached stage keeps its original time).", ""]
+
+    # per source
+    ingest_extra = (manifests.get("ingest") or {}).get("extra", {}).get("per_source", {})
+    final_by_source = Counter(p.metadata.get("pipeline_source", p.source) for p in problems)
+    removed_by_source: dict[str, Counter] = defaultdict(Counter)
+    stage_removals: dict[str, list[dict]] = {}
+    for stage in STAGES[1:-1]:
+        stage_removals[stage] = read_json_lines(config.stage_dir(stage) / "removed.jsonl")
+    source_of_id = _source_of_ids(config)
+    for stage, removals in stage_removals.items():
+        for removal in removals:
+            removed_by_source[source_of_id.get(removal["id"], removal["source"])][stage] += 1
+    lines += ["## Sources", "", "| source | ingested | rejected at ingest | "
+              + " | ".join(f"{s} removed" for s in STAGES[1:-1]) + " | in corpus |",
+              "|---|---:|---:|" + "---:|" * (len(STAGES) - 2) + "---:|"]
+    for name, counts in ingest_extra.items():
+        removed = " | ".join(str(removed_by_source[name][s]) for s in STAGES[1:-1])
+        lines.append(f"| {name} | {counts['problems']} | {counts['rejected']} | {removed} | {final_by_source[name]} |")
+    lines.append("")
+    _bar_chart(out_dir / "sources.png", {name: final_by_source[name] for name in ingest_extra} or {"(none)": 0},
+               "Problems in the corpus by source", "problems")
+    lines += ["![problems by source](sources.png)", ""]
+
+    lines += ["## Removals by reason", ""]
+    for stage, removals in stage_removals.items():
+        if not removals:
+            lines += [f"**{stage}**: none.", ""]
+            continue
+        by_reason: dict[str, list[dict]] = defaultdict(list)
+        for removal in removals:
+            by_reason[removal["reason"]].append(removal)
+        lines += [f"**{stage}** ({len(removals)} removed)", "", "| reason | count | examples |", "|---|---:|---|"]
+        for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+            shown = "; ".join(
+                f"`{r['id']}`" + (f" ~ `{r['match']}`" if r.get("match") else "") + (f" ({r['detail'][:90]})" if r.get("detail") else "")
+                for r in items[:examples]
+            ).replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {reason} | {len(items)} | {shown} |")
+        lines.append("")
+
+    rejects = [r for stage in STAGES[:-1] for r in read_json_lines(config.stage_dir(stage) / "rejects.jsonl")]
+    lines += ["## Rejected records (malformed or unusable rows)", ""]
+    if not rejects:
+        lines += ["None.", ""]
+    else:
+        by_reason = defaultdict(list)
+        for reject in rejects:
+            by_reason[reject["reason"]].append(reject)
+        lines += ["| reason | count | examples (file: row, field) |", "|---|---:|---|"]
+        for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+            shown = "; ".join(f"{_relative(r['path'], config)}: row {r['row']}, '{r['field']}'" for r in items[:examples])
+            lines.append(f"| {reason} | {len(items)} | {shown.replace('|', '/')} |")
+        lines.append("")
+
+    dropped: Counter[str] = Counter()
+    for problem in problems:
+        dropped.update(problem.metadata.get("dropped_tests", {}))
+    lines += ["## Tests dropped from kept problems", "",
+              f"{sum(len(p.tests) for p in problems)} tests kept in the corpus.", ""]
+    if dropped:
+        lines += ["| reason | tests |", "|---|---:|"] + [f"| {r} | {n} |" for r, n in dropped.most_common()] + [""]
+
+    buckets = Counter(difficulty_bucket(p) for p in problems)
+    ordered = dict(sorted(buckets.items()))
+    _bar_chart(out_dir / "difficulty.png", ordered or {"(none)": 0}, "Difficulty (source label or estimated pass rate)", "problems")
+    rated = [p for p in problems if (p.metadata.get("pass_rate") or {}).get("rate") is not None]
+    lines += ["## Difficulty", "",
+              f"{sum(p.difficulty is not None for p in problems)} problems carry a source label; "
+              f"{len(rated)} have a model pass rate"
+              + (f" ({rated[0].metadata['pass_rate']['model']}, n={rated[0].metadata['pass_rate']['n']})" if rated else
+                 " (the model stage was off)") + ".", "",
+              "| difficulty | problems |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in ordered.items()]
+    lines += ["", "![difficulty](difficulty.png)", ""]
+
+    dates = sorted(p.date for p in problems if p.date)
+    lines += ["## Dates", ""]
+    if dates:
+        years = Counter(d[:4] for d in dates)
+        lines += [f"{len(dates)} dated problems, from {dates[0]} to {dates[-1]}; {len(problems) - len(dates)} undated.", "",
+                  "| year | problems |", "|---|---:|"] + [f"| {y} | {n} |" for y, n in sorted(years.items())]
+    else:
+        lines += ["No problem carries a date."]
+    cutoff = config.difficulty.date_cutoff
+    lines += ["", f"Date cutoff: {cutoff or 'none'}.", ""]
+
+    checkers = Counter()
+    for problem in problems:
+        if problem.checker:
+            checkers["float tolerance"] += problem.checker.float_tolerance is not None
+            checkers["any letter case"] += problem.checker.case_insensitive
+        checkers["checker inferred from the statement (validate)"] += problem.metadata.get("checker_inferred") == "statement"
+        checkers["reference solution (passed validate)"] += "reference_solution" in problem.metadata
+    lines += ["## Checkers and references", "", "| | problems |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in checkers.items()] + [""]
+    eval_sets = (manifests.get("decontaminate") or {}).get("extra", {}).get("eval_sets", {})
+    if eval_sets:
+        lines += ["## Evaluation sets decontaminated against", "", "| set | problems |", "|---|---:|"]
+        lines += [f"| {k} | {v} |" for k, v in eval_sets.items()] + [""]
+    (out_dir / "datasheet.md").write_text("\n".join(lines) + "\n")
+    return ["sources.png", "difficulty.png"]
+
+
+def _source_of_ids(config: PipelineConfig) -> dict[str, str]:
+    """problem id -> pipeline source name, from the ingest output (read line by line)."""
+    path = config.stage_dir("ingest") / "problems.jsonl"
+    mapping: dict[str, str] = {}
+    if not path.exists():
+        return mapping
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+                mapping[record["id"]] = record.get("metadata", {}).get("pipeline_source", record.get("source", ""))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+    return mapping

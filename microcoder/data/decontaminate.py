@@ -1,0 +1,111 @@
+"""Stage 4, decontaminate: remove training problems that are evaluation problems.
+
+Each named evaluation set is read with the same loaders as the sources (and cached the
+same way, under `decontaminate/eval_sets/`). A training problem is removed, with the
+evaluation problem it matched, when
+- **statement overlap**: the word n-grams (`ngram` words of the normalised statement)
+  it shares with one evaluation problem are at least `overlap_threshold` of the n-grams
+  of the shorter of the two statements (a copy with edits, or a statement embedded in
+  a longer one). N-grams found in more than `common_ngram_max` evaluation problems are
+  boilerplate ("the first line contains a single integer t") and do not count. Two
+  statements shorter than one n-gram match when their normalised text is equal.
+- **identical tests**: its normalised test set equals an evaluation problem's, with at
+  least `min_tests_for_identical` tests.
+
+Limitation: evaluation rows the loaders reject (e.g. interactive problems) are not
+matched; a training copy of one is usually rejected by the same rule.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from microcoder.data.dedup import normalise_statement, normalised_tests
+from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput
+from microcoder.problems import Problem
+
+
+def ngrams(text: str, n: int) -> set[str]:
+    tokens = normalise_statement(text).split()
+    return {" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+
+
+class ContaminationIndex:
+    """N-gram and test-set index over evaluation problems. Pure (no I/O)."""
+
+    def __init__(self, eval_problems: list[tuple[str, Problem]], ngram: int, common_ngram_max: int,
+                 min_tests_for_identical: int):
+        self.ngram, self.min_tests = ngram, min_tests_for_identical
+        self.names = [f"{set_name}:{problem.id}" for set_name, problem in eval_problems]
+        self.sizes: list[int] = []
+        self.short: dict[str, int] = {}
+        postings: dict[str, list[int]] = defaultdict(list)
+        self.tests: dict[tuple, int] = {}
+        for index, (_, problem) in enumerate(eval_problems):
+            grams = ngrams(problem.prompt, ngram)
+            self.sizes.append(len(grams))
+            if not grams:
+                self.short.setdefault(normalise_statement(problem.prompt), index)
+            for gram in grams:
+                postings[gram].append(index)
+            tests = tuple(normalised_tests(problem))
+            if len(tests) >= min_tests_for_identical:
+                self.tests.setdefault(tests, index)
+        self.postings = {gram: ids for gram, ids in postings.items() if len(ids) <= common_ngram_max}
+
+    def match(self, problem: Problem, threshold: float) -> tuple[str, str, str] | None:
+        """(reason, eval problem, detail) for the strongest match, or None."""
+        grams = ngrams(problem.prompt, self.ngram)
+        if grams:
+            shared: Counter[int] = Counter()
+            example: dict[int, str] = {}
+            for gram in grams:
+                for index in self.postings.get(gram, ()):
+                    shared[index] += 1
+                    example.setdefault(index, gram)
+            best, best_overlap = None, 0.0
+            for index, count in shared.items():
+                overlap = count / max(1, min(len(grams), self.sizes[index]))
+                if overlap > best_overlap:
+                    best, best_overlap = index, overlap
+            if best is not None and best_overlap >= threshold:
+                return ("statement overlap", self.names[best],
+                        f"{shared[best]} shared {self.ngram}-grams ({best_overlap:.0%} of the shorter), "
+                        f"e.g. '{example[best]}'")
+        else:
+            index = self.short.get(normalise_statement(problem.prompt))
+            if index is not None:
+                return "statement overlap", self.names[index], "identical short statement"
+        tests = tuple(normalised_tests(problem))
+        if len(tests) >= self.min_tests and tests in self.tests:
+            return "identical tests", self.names[self.tests[tests]], f"{len(tests)} identical tests"
+        return None
+
+
+def decontaminate(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+    from microcoder.data.ingest import ingest_source_cached, source_name
+
+    settings = config.decontaminate
+    cache_dir = config.stage_dir("decontaminate") / "eval_sets"
+    eval_problems: list[tuple[str, Problem]] = []
+    sizes: dict[str, int] = {}
+    rejects = []
+    for eval_set in settings.eval_sets:
+        name = source_name(eval_set)
+        loaded, rejected, _ = ingest_source_cached(config, eval_set, context, cache_dir)
+        rejects.extend(r for r in rejected if r.reason == "unreadable source")  # a missing eval set must be seen
+        eval_problems.extend((name, problem) for problem in loaded)
+        sizes[name] = len(loaded)
+    index = ContaminationIndex(eval_problems, settings.ngram, settings.common_ngram_max, settings.min_tests_for_identical)
+    kept: list[Problem] = []
+    removals: list[Removal] = []
+    with context.progress("decontaminate", len(problems)) as advance:
+        for problem in problems:
+            advance()
+            found = index.match(problem, settings.overlap_threshold)
+            if found is None:
+                kept.append(problem)
+            else:
+                reason, match, detail = found
+                removals.append(Removal(problem.id, problem.source, "decontaminate", reason, detail, match))
+    return StageOutput(kept, removals, rejects, extra={"eval_sets": sizes})

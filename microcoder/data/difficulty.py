@@ -1,0 +1,109 @@
+"""Stage 5, difficulty: source labels, an optional model pass rate, and two filters.
+
+- The source's own label (`difficulty`: LeetCode's Easy/Medium/Hard, ...) is kept as is.
+- With `estimate_pass_rate`, the model answers each problem `samples_per_problem`
+  times (chat prompt from `render_prompt`, sampling from `training.generation`, the
+  vLLM backend when a GPU and vLLM are present) and the evaluator judges every answer;
+  `metadata.pass_rate = {"model", "n", "accepted", "rate"}`. Rates are cached per
+  problem and model settings in `difficulty/pass_rates.jsonl`, written after each
+  batch, so an interrupted estimate resumes where it stopped. Off by default: the CPU
+  default model (SmolLM2-135M) is slow and solves almost nothing.
+- Filters: a problem with an estimated rate outside `pass_rate_band` is removed
+  ("too easy" above it, "too hard" below it); with `date_cutoff`, a problem dated before
+  it is removed, and an undated one too unless `keep_undated`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.problems import Problem
+
+
+def passes_band(rate: float, band: list[float]) -> str | None:
+    """None when `rate` lies in [low, high], else 'too easy' / 'too hard'."""
+    low, high = band
+    if rate > high:
+        return "too easy (pass rate above band)"
+    if rate < low:
+        return "too hard (pass rate below band)"
+    return None
+
+
+def difficulty(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+    settings = config.difficulty
+    if len(settings.pass_rate_band) != 2 or settings.pass_rate_band[0] > settings.pass_rate_band[1]:
+        raise ValueError(f"difficulty.pass_rate_band must be [low, high], got {settings.pass_rate_band}")
+    if settings.estimate_pass_rate:
+        _estimate_pass_rates(problems, config, context)
+    kept: list[Problem] = []
+    removals: list[Removal] = []
+    for problem in problems:
+        rate = (problem.metadata.get("pass_rate") or {}).get("rate")
+        verdict = passes_band(rate, settings.pass_rate_band) if rate is not None else None
+        if verdict is not None:
+            removals.append(Removal(problem.id, problem.source, "difficulty", verdict,
+                                    f"pass rate {rate:.2f} outside {settings.pass_rate_band}"))
+        elif settings.date_cutoff and problem.date and problem.date < settings.date_cutoff:
+            removals.append(Removal(problem.id, problem.source, "difficulty", "before date cutoff",
+                                    f"{problem.date} < {settings.date_cutoff}"))
+        elif settings.date_cutoff and not problem.date and not settings.keep_undated:
+            removals.append(Removal(problem.id, problem.source, "difficulty", "undated",
+                                    f"no date; cutoff {settings.date_cutoff}"))
+        else:
+            kept.append(problem)
+    return StageOutput(kept, removals)
+
+
+def _model_identity(config: PipelineConfig) -> dict[str, Any]:
+    s = config.difficulty
+    return {"model": s.model, "n": s.samples_per_problem, "max_new_tokens": s.max_new_tokens,
+            "temperature": s.temperature, "seed": s.seed, "time_limit_s": config.time_limit_s}
+
+
+def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, context: StageContext) -> None:
+    """Set metadata.pass_rate on every problem (from the cache where possible)."""
+    from microcoder.evaluator import Sample
+
+    settings = config.difficulty
+    identity = _model_identity(config)
+    cache_path = config.stage_dir("difficulty") / "pass_rates.jsonl"
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    keys = {p.id: sha256_of(identity, p.model_dump(exclude={"metadata", "id"})) for p in problems}
+    cache = {record["key"]: record for record in read_json_lines(cache_path)}
+    pending = [p for p in problems if keys[p.id] not in cache]
+    generator = context.generator or _model_generator(config)
+    with context.progress("difficulty: model pass rate", len(problems)) as advance:
+        advance(len(problems) - len(pending))
+        for start in range(0, len(pending), max(1, settings.batch_size)):
+            batch = pending[start : start + settings.batch_size]
+            groups = generator.generate(batch, settings.samples_per_problem, settings.max_new_tokens,
+                                        settings.seed + start)
+            samples = [Sample(p.id, response=g.text) for p, group in zip(batch, groups) for g in group]
+            results = context.evaluator().evaluate(batch, samples)
+            accepted: dict[str, int] = {p.id: 0 for p in batch}
+            for result in results:
+                accepted[result.problem_id] += result.verdict == "accepted"
+            with open(cache_path, "a", encoding="utf-8") as handle:
+                for problem in batch:
+                    record = {"key": keys[problem.id], "id": problem.id, "accepted": accepted[problem.id],
+                              "n": settings.samples_per_problem}
+                    cache[record["key"]] = record
+                    handle.write(json.dumps(record) + "\n")
+            advance(len(batch))
+    for problem in problems:
+        record = cache[keys[problem.id]]
+        problem.metadata["pass_rate"] = {"model": settings.model, "n": record["n"], "accepted": record["accepted"],
+                                         "rate": record["accepted"] / record["n"]}
+
+
+def _model_generator(config: PipelineConfig):
+    from microcoder.training.evaluation import ModelGenerator
+    from microcoder.training.model import DEFAULT_MODEL, load_model_and_tokenizer
+
+    settings = config.difficulty
+    name = DEFAULT_MODEL if settings.model == "default" else settings.model
+    model, tokenizer = load_model_and_tokenizer(name)
+    return ModelGenerator(model, tokenizer, temperature=settings.temperature, batch_size=settings.batch_size)

@@ -1,0 +1,77 @@
+"""Stage 6, export: the corpus as Parquet and JSONL, and its datasheet.
+
+- `<name>.jsonl`: canonical problems (docs/formats.md), readable with `read_problems`.
+- `<name>.parquet`: the same rows with a fixed Arrow schema, so that
+  `datasets.load_dataset("parquet", data_files=...)` reads it. `metadata` varies in shape
+  from source to source, so it is stored as JSON text (`json.loads(row["metadata"])`);
+  `checker` is a struct (null when absent); `tests` a list of {input, output}.
+  `parquet_row_to_problem` turns a row back into a `Problem`.
+- `datasheet.md` + `sources.png` + `difficulty.png` (datasheet.py).
+- `all_rejects.jsonl`: every malformed record of every stage, with file, row and field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from microcoder.data.pipeline import PipelineConfig, StageContext, StageOutput, read_json_lines, write_lines_atomic
+from microcoder.problems import Problem
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    checker = pa.struct([("float_tolerance", pa.float64()), ("case_insensitive", pa.bool_()),
+                         ("unordered_lines", pa.bool_()), ("python", pa.string())])
+    return pa.schema([
+        ("id", pa.string()), ("prompt", pa.string()), ("kind", pa.string()), ("entry_point", pa.string()),
+        ("starter_code", pa.string()), ("prelude", pa.string()),
+        ("tests", pa.list_(pa.struct([("input", pa.string()), ("output", pa.string())]))),
+        ("time_limit_s", pa.float64()), ("memory_limit_mb", pa.int64()), ("checker", checker),
+        ("source", pa.string()), ("difficulty", pa.string()), ("date", pa.string()),
+        ("tags", pa.list_(pa.string())), ("metadata", pa.string()),
+    ])
+
+
+def problem_to_parquet_row(problem: Problem) -> dict[str, Any]:
+    row = problem.model_dump()
+    row["metadata"] = json.dumps(row["metadata"], ensure_ascii=False, default=str)
+    return row
+
+
+def parquet_row_to_problem(row: dict[str, Any]) -> Problem:
+    row = dict(row)
+    row["metadata"] = json.loads(row["metadata"]) if isinstance(row["metadata"], str) else row["metadata"]
+    return Problem.model_validate(row)
+
+
+def write_parquet(path: Path, problems: list[Problem]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist([problem_to_parquet_row(p) for p in problems], schema=arrow_schema())
+    temporary = path.with_name(path.name + ".tmp")
+    pq.write_table(table, temporary, row_group_size=256)
+    temporary.replace(path)
+
+
+def export(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+    from microcoder.data.datasheet import write_datasheet
+    from microcoder.data.pipeline import STAGES
+
+    out_dir = config.stage_dir("export")
+    name = config.export.name
+    with context.progress("export", 4) as advance:
+        write_lines_atomic(out_dir / f"{name}.jsonl", (p.model_dump_json() for p in problems))
+        advance()
+        write_parquet(out_dir / f"{name}.parquet", problems)
+        advance()
+        all_rejects = [r for stage in STAGES[:-1] for r in read_json_lines(config.stage_dir(stage) / "rejects.jsonl")]
+        write_lines_atomic(out_dir / "all_rejects.jsonl", (json.dumps(r, ensure_ascii=False) for r in all_rejects))
+        advance()
+        figures = write_datasheet(config, problems, out_dir)
+        advance()
+    files = [f"{name}.jsonl", f"{name}.parquet", "all_rejects.jsonl", "datasheet.md", *figures]
+    return StageOutput(problems, extra={"files": files})

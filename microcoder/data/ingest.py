@@ -1,0 +1,248 @@
+"""Stage 1, ingest: every source -> canonical problems with provenance.
+
+A source is a local file in any loader format (docs/formats.md), a canonical JSONL file,
+or `hf:NAME[:split]` read with `datasets` (rows are written to a temporary JSONL file
+and go through the same loaders, so a Hugging Face copy of LiveCodeBench converts like
+the file). Each source is cached on its own under `ingest/sources/`, keyed by its
+content and settings: a rerun after adding a source converts only that one, and a
+source that fails as a whole (missing file, unknown format) becomes one reject instead
+of stopping the build.
+
+Provenance added to every problem's metadata: `pipeline_source` (the source's name in
+the config) and `source_path` (the path or `hf:` spec as configured); the loaders
+already set `original_id`, `licence`, `source_file`, `source_row`. Ids repeated across
+sources (the same LeetCode slug in two releases) get `@<source name>` appended, so ids
+stay unique; duplicates are the dedup stage's business.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from microcoder.data.loaders import LICENCES, Reject, detect_format, load_problems
+from microcoder.data.pipeline import (
+    PipelineConfig,
+    SourceConfig,
+    StageContext,
+    StageOutput,
+    file_hash,
+    read_json_lines,
+    sha256_of,
+    write_json_atomic,
+    write_lines_atomic,
+)
+from microcoder.problems import Problem, ProblemFormatError, parse_problem
+
+CANONICAL_FIELDS = {"id", "prompt", "kind", "tests"}
+
+
+def source_name(source: SourceConfig) -> str:
+    if source.name:
+        return source.name
+    if source.path.startswith("hf:"):
+        return source.path[3:].replace("/", "_").replace(":", "_") or "hf"
+    name = Path(source.path).name
+    for suffix in (".gz", ".jsonl", ".json"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def parse_hf_spec(spec: str) -> tuple[str, str | None]:
+    """`hf:NAME[:split]` -> (NAME, split or None)."""
+    body = spec.removeprefix("hf:")
+    if not body:
+        raise ValueError(f"{spec!r}: expected hf:NAME[:split]")
+    name, _, split = body.rpartition(":") if ":" in body else (body, "", "")
+    return (name, split or None) if name else (body, None)
+
+
+def _source_fingerprint(config: PipelineConfig, source: SourceConfig) -> str:
+    """Hash of a source's settings and content (file bytes, data files, saved dataset files)."""
+    parts: list[Any] = [source.path, source.format, source.licence, source.name]
+    paths: list[Path] = []
+    if source.path.startswith("hf:"):
+        name, _ = parse_hf_spec(source.path)
+        paths = [config.resolve(f) for f in source.data_files or []]
+        local = config.resolve(name)
+        if local.is_dir():
+            paths += sorted(p for p in local.rglob("*") if p.is_file())
+    else:
+        paths = [config.resolve(source.path)]
+    for path in paths:
+        parts.append(file_hash(path) if path.is_file() else f"missing:{path}")
+    return sha256_of(*parts)
+
+
+def sources_fingerprint(config: PipelineConfig) -> str:
+    return sha256_of(*(_source_fingerprint(config, source) for source in config.sources))
+
+
+# ------------------------------------------------------------------------ reading
+
+
+def _hf_records(config: PipelineConfig, source: SourceConfig) -> list[dict[str, Any]]:
+    """Rows of a Hugging Face dataset: a saved dataset directory (`load_from_disk`) or
+    `datasets.load_dataset(NAME, data_files=..., split=...)`."""
+    import datasets
+
+    name, split = parse_hf_spec(source.path)
+    local = config.resolve(name)
+    if local.is_dir() and ((local / "dataset_info.json").exists() or (local / "dataset_dict.json").exists()):
+        dataset = datasets.load_from_disk(str(local))
+    else:
+        kwargs: dict[str, Any] = {}
+        if source.data_files:
+            kwargs["data_files"] = [str(config.resolve(f)) for f in source.data_files]
+        dataset = datasets.load_dataset(name, split=split or "train", **kwargs)
+    if isinstance(dataset, datasets.DatasetDict):
+        dataset = dataset[split or next(iter(dataset))]
+    return [_decode_json_columns(_without_nulls(dict(row))) for row in dataset]
+
+
+def _without_nulls(value: Any) -> Any:
+    """Drop null-valued keys, recursively. Arrow gives every row every column, filling
+    absent ones with null (a row without `metadata.reference_solution` gets one set to
+    None); the original record did not have them."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
+def _decode_json_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """Our own Parquet export stores `metadata` and `checker` as JSON text; undo that."""
+    if CANONICAL_FIELDS <= set(row):
+        for key in ("metadata", "checker"):
+            if isinstance(row.get(key), str):
+                try:
+                    row[key] = json.loads(row[key])
+                except json.JSONDecodeError:
+                    pass
+    return row
+
+
+def _canonical(path: Path, records: list[tuple[int, Any]]) -> tuple[list[Problem], list[Reject]]:
+    problems, rejects, seen = [], [], set()
+    for row, record in records:
+        try:
+            problem = parse_problem(record, path, row)
+            if problem.id in seen:
+                raise ProblemFormatError(path, row, "id", f"duplicate id {problem.id!r}")
+        except ProblemFormatError as error:
+            reason = "duplicate id" if error.field == "id" and "duplicate" in str(error) else "invalid record"
+            rejects.append(Reject(str(path), row, error.field, reason, str(error), None))
+            continue
+        seen.add(problem.id)
+        problems.append(problem)
+    return problems, rejects
+
+
+def _first_record(path: Path) -> Any:
+    from microcoder.data.loaders import _read_records
+
+    return next((record for _, record, _ in _read_records(path) if record is not None), None)
+
+
+def load_source(config: PipelineConfig, source: SourceConfig, context: StageContext) -> tuple[list[Problem], list[Reject]]:
+    """Convert one source. A failure of the whole source is one reject at row 0."""
+    name = source_name(source)
+    display = source.path
+    try:
+        if source.path.startswith("hf:"):
+            records = _hf_records(config, source)
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / f"{name}.jsonl"
+                path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
+                problems, rejects = _load_file(path, source, context)
+            for reject in rejects:
+                reject.message = reject.message.replace(str(path), display)
+                reject.path = display
+        else:
+            path = config.resolve(source.path)
+            if not path.is_file():
+                raise FileNotFoundError(f"no such file: {path}")
+            problems, rejects = _load_file(path, source, context)
+    except Exception as error:  # noqa: BLE001 - one bad source must not stop the build
+        return [], [Reject(display, 0, "(source)", "unreadable source", f"{type(error).__name__}: {error}", None)]
+    for problem in problems:
+        metadata = problem.metadata
+        metadata["pipeline_source"] = name
+        metadata["source_path"] = display
+        metadata.setdefault("licence", source.licence or LICENCES.get(problem.source, "unknown"))
+        if source.path.startswith("hf:"):
+            metadata["source_file"] = display
+    return problems, rejects
+
+
+def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple[list[Problem], list[Reject]]:
+    format = source.format
+    first = _first_record(path)
+    if format == "canonical" or (format == "auto" and isinstance(first, dict) and CANONICAL_FIELDS <= set(first)):
+        from microcoder.data.loaders import _read_records
+
+        records, rejects = [], []
+        for row, record, error in _read_records(path):
+            if error is not None:
+                rejects.append(Reject(str(path), row, "(json)", "unparseable row", error, None))
+            else:
+                records.append((row, record))
+        problems, more = _canonical(path, records)
+        return problems, sorted(rejects + more, key=lambda r: r.row)
+    if format == "auto":
+        format = detect_format(path, first)
+    sandbox = context.evaluator().sandbox if format in ("humaneval", "humanevalpack", "mbpp") else None
+    return load_problems(path, format=format, sandbox=sandbox, workers=context.config.workers)
+
+
+# ------------------------------------------------------------------------- stage
+
+
+def ingest_source_cached(config: PipelineConfig, source: SourceConfig, context: StageContext,
+                         cache_dir: Path) -> tuple[list[Problem], list[Reject], bool]:
+    """A source's problems and rejects, from `cache_dir` when its fingerprint matches.
+    Returns (problems, rejects, was_cached)."""
+    name = source_name(source)
+    stem = cache_dir / name
+    fingerprint = _source_fingerprint(config, source)
+    manifest_path = stem.with_name(name + ".manifest.json")
+    try:
+        cached = json.loads(manifest_path.read_text()).get("fingerprint") == fingerprint
+    except (OSError, json.JSONDecodeError):
+        cached = False
+    if cached:
+        problems = [Problem.model_validate(record) for record in read_json_lines(stem.with_name(name + ".jsonl"))]
+        rejects = [Reject(**record) for record in read_json_lines(stem.with_name(name + ".rejects.jsonl"))]
+        return problems, rejects, True
+    problems, rejects = load_source(config, source, context)
+    write_lines_atomic(stem.with_name(name + ".jsonl"), (p.model_dump_json() for p in problems))
+    write_lines_atomic(stem.with_name(name + ".rejects.jsonl"), (r.to_json() for r in rejects))
+    write_json_atomic(manifest_path, {"fingerprint": fingerprint, "problems": len(problems), "rejects": len(rejects)})
+    return problems, rejects, False
+
+
+def ingest(config: PipelineConfig, context: StageContext) -> StageOutput:
+    cache_dir = config.stage_dir("ingest") / "sources"
+    names = [source_name(source) for source in config.sources]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"source names must be unique; repeated: {repeated} (set `name:` on each)")
+    problems: list[Problem] = []
+    rejects: list[Reject] = []
+    per_source: dict[str, dict[str, int]] = {}
+    seen: set[str] = set()
+    with context.progress("ingest", len(config.sources)) as advance:
+        for source, name in zip(config.sources, names):
+            loaded, rejected, _ = ingest_source_cached(config, source, context, cache_dir)
+            for problem in loaded:
+                if problem.id in seen:
+                    problem.id = f"{problem.id}@{name}"
+                seen.add(problem.id)
+            problems.extend(loaded)
+            rejects.extend(rejected)
+            per_source[name] = {"problems": len(loaded), "rejected": len(rejected)}
+            advance()
+    return StageOutput(problems, [], rejects, extra={"per_source": per_source})

@@ -1,0 +1,252 @@
+"""Stage 2, validate: tests that belong to their problem, references that pass, checkers.
+
+Per problem, in order:
+1. Tests. Dropped (counted in `metadata.dropped_tests`): empty cases (blank input and
+   output; a stdin test with a blank expected output), exact repeats, every test of an
+   input given two different outputs, call tests whose argument count or top-level
+   types do not fit the starter's signature, and stdin tests whose first line does not
+   fit the statement's input format (below). A problem left with no test is removed;
+   when every test misfit the input format the tests belong to another problem, and the
+   removal says so.
+2. Checker. For a problem without one, `_stdin_checker` (the loaders' statement rules:
+   "absolute or relative error ... 10^-6", "in any case") sets `checker`, recorded in
+   `metadata.checker_inferred = "statement"`. Stdin statements that accept several
+   answers or are interactive (`_judge_flags`) are removed: equality cannot judge them.
+3. Reference. `metadata.reference_solution` runs through the evaluator on every test;
+   a problem whose reference is not accepted is removed with the verdict. Verdicts are
+   cached by content under `validate/reference_verdicts.jsonl` after each batch, so an
+   interrupted run loses at most one batch.
+
+The input-format check is deliberately cheap and narrow (choices of ours): it reads
+only the first input line, from two statement styles. Codeforces: "The first line
+contains a single integer / two integers ..." -> that many integer tokens. AtCoder:
+the first line of the block after "in the following format:" when it is plain names
+(`N M`) -> that many tokens, integers when the statement says "All input values are
+integers". Statements in any other style are not checked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+from microcoder.data.literals import NotRepresentable, find_signature, matches_annotation
+from microcoder.data.loaders import Reject, RowRejected, _judge_flags, _Row, _stdin_checker
+from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.problems import Problem, TestCase
+
+_COUNT_WORDS = {"a single": 1, "one": 1, "an": 1, "a": 1, "exactly one": 1, "two": 2, "three": 3, "four": 4,
+                "five": 5, "six": 6}
+_CODEFORCES_FIRST_LINE = re.compile(
+    r"\bthe first line(?: of (?:the )?input)?\s+contains\s+"
+    r"(a single|exactly one|one|an|a|two|three|four|five|six)\s+"
+    r"(?:positive |non-negative |nonnegative |negative |)integers?\b",
+    re.IGNORECASE,
+)
+_MIXED_LINE = ("string", "and a ", "and an ", "followed", "character", "real", "letter", "word")
+_ATCODER_FORMAT = re.compile(r"in the following format:\s*\n+([^\n]*)", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_ALL_INTEGERS = re.compile(r"all (?:input )?values (?:in (?:the )?input )?are integers", re.IGNORECASE)
+_INTEGER = re.compile(r"^[+-]?\d+$")
+MISFIT = "input does not fit the stated input format"
+
+
+def first_line_shape(statement: str) -> tuple[int, bool] | None:
+    """(tokens, all integers?) the statement promises for the first input line, or None
+    when the statement is in no style we read."""
+    match = _CODEFORCES_FIRST_LINE.search(statement)
+    if match:
+        rest_of_sentence = re.split(r"\.\s|\n", statement[match.end():], maxsplit=1)[0].lower()
+        if any(word in rest_of_sentence for word in _MIXED_LINE):
+            return None  # "an integer n and a string s": more than integers on the line
+        return _COUNT_WORDS[match.group(1).lower()], True
+    match = _ATCODER_FORMAT.search(statement)
+    if match:
+        names = match.group(1).strip().split()
+        if names and all(_NAME.match(name) for name in names):
+            return len(names), bool(_ALL_INTEGERS.search(statement))
+    return None
+
+
+def fits_first_line(test_input: str, shape: tuple[int, bool]) -> bool:
+    count, integers = shape
+    line = next((line for line in test_input.split("\n") if line.strip()), "")
+    tokens = line.split()
+    return len(tokens) == count and (not integers or all(_INTEGER.match(token) for token in tokens))
+
+
+def check_tests(problem: Problem, check_input_format: bool = True) -> tuple[list[TestCase], Counter[str]]:
+    """The tests that belong to `problem`, and drop counts by reason. Pure."""
+    dropped: Counter[str] = Counter()
+    kept: list[TestCase] = []
+    for test in problem.tests:
+        if not test.input.strip() and not test.output.strip():
+            dropped["empty test"] += 1
+        elif problem.kind == "stdin" and not test.output.strip():
+            dropped["empty expected output"] += 1
+        else:
+            kept.append(test)
+
+    # repeats and conflicts, on whitespace-normalised text
+    outputs_by_input: dict[str, set[str]] = {}
+    for test in kept:
+        outputs_by_input.setdefault(_norm(test.input), set()).add(_norm(test.output))
+    unique: list[TestCase] = []
+    seen: set[tuple[str, str]] = set()
+    for test in kept:
+        key = (_norm(test.input), _norm(test.output))
+        if len(outputs_by_input[key[0]]) > 1:
+            dropped["same input, different outputs"] += 1
+        elif key in seen:
+            dropped["duplicate test"] += 1
+        else:
+            seen.add(key)
+            unique.append(test)
+    kept = unique
+
+    if problem.kind == "call":
+        kept = _call_tests_fitting_signature(problem, kept, dropped)
+    elif check_input_format:
+        shape = first_line_shape(problem.prompt)
+        if shape is not None:
+            fitting = [test for test in kept if fits_first_line(test.input, shape)]
+            dropped[MISFIT] += len(kept) - len(fitting)
+            kept = fitting
+    return kept, +dropped
+
+
+def _norm(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().split("\n"))
+
+
+def _call_tests_fitting_signature(problem: Problem, tests: list[TestCase], dropped: Counter[str]) -> list[TestCase]:
+    """Call tests whose argument count and top-level types fit the starter's signature
+    (problems without a readable starter are not checked)."""
+    if not problem.starter_code.strip():
+        return tests
+    try:
+        signature = find_signature(problem.starter_code)
+    except NotRepresentable:
+        return tests
+    kept = []
+    for test in tests:
+        arguments = [json.loads(line) for line in test.input.split("\n") if line.strip()]
+        if len(arguments) != len(signature.parameters):
+            dropped["argument count does not match the signature"] += 1
+        elif not all(matches_annotation(value, signature.annotations.get(name))
+                     for name, value in zip(signature.parameters, arguments)):
+            dropped["argument type does not match the signature"] += 1
+        elif not matches_annotation(json.loads(test.output), signature.returns):
+            dropped["output type does not match the signature"] += 1
+        else:
+            kept.append(test)
+    return kept
+
+
+def judge_flags(problem: Problem) -> tuple[str, str] | None:
+    """(reason, message) when equality cannot judge a stdin problem, else None."""
+    if problem.kind != "stdin" or (problem.checker is not None and problem.checker.python):
+        return None
+    try:
+        _judge_flags(_Row("", 0, {}), problem.prompt, "prompt", problem.tags)
+    except RowRejected as rejected:
+        return rejected.reason, rejected.message
+    return None
+
+
+def reference_key(problem: Problem) -> str:
+    """What a reference verdict depends on."""
+    return sha256_of(problem.kind, problem.entry_point, problem.call_prelude() if problem.kind == "call" else "",
+                     problem.metadata.get("reference_solution"), [t.model_dump() for t in problem.tests],
+                     problem.checker.model_dump() if problem.checker else None,
+                     problem.time_limit_s, problem.memory_limit_mb)
+
+
+def validate(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+    settings = config.validate
+    kept: list[Problem] = []
+    removals: list[Removal] = []
+    rejects: list[Reject] = []
+    input_path = str(config.stage_dir("ingest") / "problems.jsonl")
+
+    def remove(problem: Problem, reason: str, detail: str = "") -> None:
+        removals.append(Removal(problem.id, problem.source, "validate", reason, detail))
+
+    with context.progress("validate: tests and checkers", len(problems)) as advance:
+        for row, problem in enumerate(problems, start=1):
+            advance()
+            try:
+                tests, dropped = check_tests(problem, settings.check_input_format)
+                if dropped:
+                    counts = Counter(problem.metadata.get("dropped_tests", {}))
+                    counts.update(dropped)
+                    problem.metadata["dropped_tests"] = dict(counts)
+                if not tests:
+                    main = dropped.most_common(1)[0][0] if dropped else "none given"
+                    if dropped.get(MISFIT, 0) and dropped[MISFIT] == sum(dropped.values()):
+                        remove(problem, "tests do not fit the statement's input format",
+                               f"{dropped[MISFIT]} tests; first line expected {first_line_shape(problem.prompt)}")
+                    else:
+                        remove(problem, f"no tests left ({main})", json.dumps(dict(dropped)))
+                    continue
+                problem.tests = tests
+                flags = judge_flags(problem)
+                if flags is not None:
+                    remove(problem, flags[0], flags[1])
+                    continue
+                if settings.infer_checkers and problem.checker is None:
+                    inferred = _stdin_checker(problem.prompt)
+                    if inferred is not None:
+                        problem.checker = inferred
+                        problem.metadata["checker_inferred"] = "statement"
+                kept.append(problem)
+            except Exception as error:  # noqa: BLE001 - one bad record never stops the build
+                rejects.append(Reject(input_path, row, "(validate)", "validate error", f"{type(error).__name__}: {error}",
+                                      problem.id))
+
+    if settings.run_references:
+        failed = _reference_verdicts(kept, config, context)
+        survivors = []
+        for problem in kept:
+            verdict = failed.get(problem.id)
+            if verdict is None:
+                survivors.append(problem)
+            else:
+                remove(problem, "reference fails its tests", verdict)
+        kept = survivors
+    with_reference = sum("reference_solution" in p.metadata for p in kept)
+    return StageOutput(kept, removals, rejects, extra={"references_passed": with_reference})
+
+
+def _reference_verdicts(problems: list[Problem], config: PipelineConfig, context: StageContext) -> dict[str, str]:
+    """{problem id: 'verdict: detail'} for each problem whose reference is not accepted."""
+    from microcoder.evaluator import Sample
+
+    cache_path = config.stage_dir("validate") / "reference_verdicts.jsonl"
+    cache: dict[str, dict[str, Any]] = {record["key"]: record for record in read_json_lines(cache_path)}
+    todo = [p for p in problems if isinstance(p.metadata.get("reference_solution"), str)]
+    keys = {p.id: reference_key(p) for p in todo}
+    failed: dict[str, str] = {}
+    pending = [p for p in todo if keys[p.id] not in cache]
+    with context.progress("validate: reference solutions", len(todo)) as advance:
+        advance(len(todo) - len(pending))
+        step = max(1, config.validate.batch_size)
+        for start in range(0, len(pending), step):
+            batch = pending[start : start + step]
+            samples = [Sample(p.id, code=p.metadata["reference_solution"]) for p in batch]
+            results = context.evaluator().evaluate(batch, samples, on_result=lambda _: advance())
+            with open(cache_path, "a", encoding="utf-8") as handle:
+                for problem, result in zip(batch, results):
+                    record = {"key": keys[problem.id], "id": problem.id, "verdict": result.verdict,
+                              "detail": result.detail[:300], "tests_passed": result.tests_passed,
+                              "tests_total": result.tests_total}
+                    cache[record["key"]] = record
+                    handle.write(json.dumps(record) + "\n")
+    for problem in todo:
+        record = cache[keys[problem.id]]
+        if record["verdict"] != "accepted":
+            failed[problem.id] = (f"{record['verdict']} after {record['tests_passed']}/{record['tests_total']} tests"
+                                  + (f": {record['detail']}" if record["detail"] else ""))
+    return failed
