@@ -48,6 +48,14 @@ def _bar_chart(path: Path, counts: dict[str, int], title: str, xlabel: str) -> N
     plt.close(figure)
 
 
+def _short(removal: dict) -> str:
+    """A removal's detail without problem text: no expected/got outputs, no n-gram quotes."""
+    detail = removal["detail"].split(", e.g. ")[0]
+    if removal["reason"] == "reference fails its tests":
+        detail = detail.split(": ")[0]
+    return detail[:90]
+
+
 def difficulty_bucket(problem: Problem) -> str:
     """A histogram label: the estimated pass rate in tenths when known, else the source label."""
     rate = (problem.metadata.get("pass_rate") or {}).get("rate")
@@ -112,7 +120,7 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
         lines += [f"**{stage}** ({len(removals)} removed)", "", "| reason | count | examples |", "|---|---:|---|"]
         for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
             shown = "; ".join(
-                f"`{r['id']}`" + (f" ~ `{r['match']}`" if r.get("match") else "") + (f" ({r['detail'][:90]})" if r.get("detail") else "")
+                f"`{r['id']}`" + (f" ~ `{r['match']}`" if r.get("match") else "") + (f" ({_short(r)})" if r.get("detail") else "")
                 for r in items[:examples]
             ).replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {reason} | {len(items)} | {shown} |")

@@ -213,7 +213,7 @@ def ingest_source_cached(config: PipelineConfig, source: SourceConfig, context: 
         cached = json.loads(manifest_path.read_text()).get("fingerprint") == fingerprint
     except (OSError, json.JSONDecodeError):
         cached = False
-    if cached:
+    if cached and not context.force:
         problems = [Problem.model_validate(record) for record in read_json_lines(stem.with_name(name + ".jsonl"))]
         rejects = [Reject(**record) for record in read_json_lines(stem.with_name(name + ".rejects.jsonl"))]
         return problems, rejects, True

@@ -75,7 +75,7 @@ class ValidateConfig:
     """Set `checker` from statement phrases (float tolerance, any letter case)."""
     run_references: bool = True
     """Run `metadata.reference_solution` through the evaluator; drop problems it fails."""
-    batch_size: int = 200
+    batch_size: int = 50
     """Problems per evaluator call; verdicts are cached after each batch."""
 
 
@@ -264,8 +264,10 @@ class StageOutput:
 class StageContext:
     """What stages share: the config, progress bars, and one lazily started evaluator."""
 
-    def __init__(self, config: PipelineConfig, generator: Any = None):
+    def __init__(self, config: PipelineConfig, generator: Any = None, force: bool = False):
         self.config = config
+        self.force = force
+        """Ignore the per-source ingest cache (loaders may have changed)."""
         self.generator = generator
         """A `ResponseGenerator` for the difficulty stage; tests inject a fake one."""
         self._evaluator = None
@@ -385,7 +387,9 @@ def stage_config(config: PipelineConfig, stage: str) -> dict[str, Any]:
     if stage == "ingest":
         return {**common, "sources": [asdict(s) for s in config.sources]}
     if stage == "validate":
-        return {**common, **asdict(config.validate), "time_limit_s": config.time_limit_s}
+        settings = asdict(config.validate)
+        settings.pop("batch_size")  # how often verdicts are cached, not what they are
+        return {**common, **settings, "time_limit_s": config.time_limit_s}
     if stage == "difficulty":
         return {**common, **asdict(config.difficulty), "time_limit_s": config.time_limit_s}
     section = getattr(config, stage)
@@ -444,7 +448,7 @@ def run_stage(config: PipelineConfig, stage: str, force: bool = False, context: 
         raise MissingInput(f"{stage} reads the output of {previous}, which has not run: "
                            f"run `microcoder data {previous}` or `microcoder data build` first")
     own_context = context is None
-    context = context or StageContext(config)
+    context = context or StageContext(config, force=force)
     started = time.monotonic()
     out_dir = config.stage_dir(stage)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -513,8 +517,9 @@ def _run_on_problems(stage: str, problems: list[Problem], config: PipelineConfig
 def build(config: PipelineConfig, force: bool = False, generator: Any = None,
           log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
     """Run every stage in order, skipping those already done; returns their manifests.
-    `force` reruns all of them (caches of reference verdicts and pass rates still apply)."""
-    context = StageContext(config, generator=generator)
+    `force` reruns all of them and re-reads every source (the content-keyed caches of
+    reference verdicts and pass rates still apply)."""
+    context = StageContext(config, generator=generator, force=force)
     manifests = {}
     try:
         for stage in STAGES:
