@@ -56,6 +56,8 @@ def pass_rate(args: argparse.Namespace) -> None:
     problems = held_out if args.split == "held_out" else train
     if args.templates:
         problems = [p for p in problems if p.metadata["template"] in args.templates.split(",")]
+    if args.per_template:
+        problems = [p for p in problems if int(p.id.rsplit("-", 1)[1]) < args.per_template]
     model, tokenizer = load_model_and_tokenizer(args.model)
     prompts = [render_prompt(p, tokenizer) for p in problems for _ in range(args.n)]
     started = time.monotonic()
@@ -140,13 +142,15 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--split", choices=["held_out", "train"], default="held_out")
     parser.add_argument("--templates", default="", help="comma-separated template names (default: all)")
+    parser.add_argument("--per-template", type=int, default=0, help="only the first N problems of each template")
     parser.add_argument("--n", type=int, default=4, help="samples per problem")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--problem-seed", type=int, default=0, help="default_problems(seed)")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads; on a machine shared with other jobs 1 is much faster than 2")
     parser.add_argument("--out", default="", help="write responses and verdicts as JSONL")
     parser.add_argument("--speed", action="store_true", help="measure speed instead of pass rate")
     parser.add_argument("--speed-batches", type=int, nargs="+", default=[8, 16, 32])
@@ -154,7 +158,7 @@ def main() -> None:
     parser.add_argument("--step-batch", type=int, default=16)
     parser.add_argument("--step-length", type=int, default=256)
     args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
 
     torch.set_num_threads(args.threads)

@@ -4,7 +4,7 @@ import pytest
 
 from microcoder.problems import Problem
 from microcoder.training.model import default_tokenizer
-from microcoder.training.prompts import SYSTEM_PROMPT, build_messages, render_prompt
+from microcoder.training.prompts import ANSWER_FORMAT, SYSTEM_PROMPT, build_messages, render_prompt
 from microcoder.training.tasks import default_problems
 
 STDIN = Problem(id="s", prompt="Read two integers and print their sum.", kind="stdin",
@@ -35,9 +35,14 @@ def test_starter_code_is_shown_when_present():
     assert "```python\ndef add(a: int, b: int) -> int:\n```" in build_messages(CALL)[1]["content"]
     method_text = build_messages(METHOD)[1]["content"]
     assert "`double` of class `Solution`" in method_text and "class Solution:" in method_text
-    assert "```" not in build_messages(STDIN)[1]["content"]
+    assert "Start from this code" not in build_messages(STDIN)[1]["content"]
     with_starter = STDIN.model_copy(update={"starter_code": "import sys\n"})
     assert "```python\nimport sys\n```" in build_messages(with_starter)[1]["content"]
+
+
+def test_every_user_message_ends_with_the_answer_format():
+    for problem in (STDIN, CALL, METHOD):
+        assert build_messages(problem)[1]["content"].endswith(ANSWER_FORMAT)
 
 
 def test_unknown_kind_is_refused():
