@@ -147,3 +147,29 @@ def test_difficulty_date_cutoff_and_band_without_model():
     config.difficulty.keep_undated = False
     out = difficulty(problems, config, StageContext(config))
     assert [p.id for p in out.problems] == ["new"]
+
+
+def test_constraint_variants_are_kept_copies_are_not():
+    easy = STATEMENT
+    hard = STATEMENT.replace("1 <= t <= 100", "1 <= t <= 100000")  # "II": same story, larger limits
+    copy = STATEMENT.replace("apples", "pears", 1)
+    out = deduplicate([stdin("easy", easy, [("1\n1 1\n", "2\n"), ("1\n2 2\n", "4\n")]),
+                       stdin("hard", hard, [("1\n1 1\n", "2\n")]),
+                       stdin("copy", copy, [("1\n3 3\n", "6\n")])], DedupConfig(), quiet_context())
+    assert [p.id for p in out.problems] == ["easy", "hard"]
+    assert out.problems[1].metadata["constraint_variant_of"] == "easy"
+    assert [(r.id, r.reason, r.match) for r in out.removals] == [("copy", "near duplicate", "easy")]
+    out = deduplicate([stdin("easy", easy, [("1\n1 1\n", "2\n")]), stdin("hard", hard, [("2\n1 1\n", "2\n")])],
+                      DedupConfig(keep_constraint_variants=False), quiet_context())
+    assert [p.id for p in out.problems] == ["easy"]
+
+
+def test_first_line_shape_reads_only_the_first_mention():
+    multi = ("The input is given from Standard Input in the following format, where test_i is the i-th case:\n"
+             "T\ntest_1\n\nEach test case is given in the following format:\nN X K\n\n- All input values are integers.")
+    assert first_line_shape(multi) == (1, True) and fits_first_line("5\n10 2 0\n", (1, True))
+    later = ("The first line contains the number of test cases t. The first line of each test case contains "
+             "two integers n and k. Note: the first line contains two integers.")
+    assert first_line_shape(later) is None
+    # a probability called an integer by its statement still counts as a number
+    assert fits_first_line("7 1.0000\n", (2, True)) and not fits_first_line("7 x\n", (2, True))

@@ -126,6 +126,12 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
             lines.append(f"| {reason} | {len(items)} | {shown} |")
         lines.append("")
 
+    dedup_extra = (manifests.get("dedup") or {}).get("extra", {})
+    if dedup_extra.get("constraint_variants_kept"):
+        shown = "; ".join(f"`{a}` ~ `{b}`" for a, b in dedup_extra.get("constraint_variant_examples", [])[:examples])
+        lines += [f"Kept as constraint variants (near-identical statements whose numbers differ, e.g. LeetCode I/II): "
+                  f"{dedup_extra['constraint_variants_kept']}, e.g. {shown}.", ""]
+
     rejects = [r for stage in STAGES[:-1] for r in read_json_lines(config.stage_dir(stage) / "rejects.jsonl")]
     lines += ["## Rejected records (malformed or unusable rows)", ""]
     if not rejects:

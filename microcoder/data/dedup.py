@@ -13,6 +13,12 @@ order in the config). Each problem is then
 Greedy, richest first, means the kept record is always the richest of its group, and a
 problem is never removed through a chain of pairwise similarities (A~B, B~C, A!~C).
 
+Statements that are near-identical but whose numbers differ (LeetCode's "... I" and
+"... II": same story, larger constraints, a harder problem) are constraint variants, not
+copies: both are kept (`keep_constraint_variants`), the later one marked with
+`metadata.constraint_variant_of`. Without this, dedup kept the variant with more tests
+and dropped ~200 harder "II" problems from the shared sources.
+
 Choices of ours: word 3-gram shingles (a one-word edit in a 100-word statement keeps
 Jaccard ~0.94; "maximum" vs "minimum" in a 10-word MBPP task gives ~0.5, kept apart);
 a statement shorter than one shingle is compared whole.
@@ -52,6 +58,12 @@ def shingles(text: str, words: int) -> set[str]:
     return {" ".join(tokens[i : i + words]) for i in range(len(tokens) - words + 1)}
 
 
+def numbers_in(text: str) -> list[str]:
+    """The statement's numbers, sorted: two near-identical statements whose numbers differ
+    are variants with other constraints (LeetCode's "I" and "II"), not copies."""
+    return sorted(re.findall(r"\d+", text))
+
+
 def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
@@ -69,8 +81,10 @@ def deduplicate(problems: list[Problem], config: DedupConfig, context: StageCont
     lsh = MinHashLSH(threshold=config.threshold, num_perm=config.num_perm)
     exact_seen: dict[str, str] = {}
     kept_shingles: dict[str, set[str]] = {}
+    kept_numbers: dict[str, list[str]] = {}
     kept_ids: set[str] = set()
     removals: list[Removal] = []
+    variants: list[tuple[str, str]] = []
     with context.progress("dedup", len(problems)) as advance:
         for index in order:
             advance()
@@ -84,18 +98,31 @@ def deduplicate(problems: list[Problem], config: DedupConfig, context: StageCont
             if config.near and own:
                 minhash = MinHash(num_perm=config.num_perm)
                 minhash.update_batch([s.encode() for s in own])
-                best_id, best = None, 0.0
+                own_numbers = numbers_in(problem.prompt)
+                best_id, best, variant_of = None, 0.0, None
                 for candidate in lsh.query(minhash):
                     similarity = jaccard(own, kept_shingles[candidate])
-                    if similarity > best:
+                    if similarity < config.threshold:
+                        continue
+                    if config.keep_constraint_variants and kept_numbers[candidate] != own_numbers:
+                        variant_of = variant_of or candidate
+                    elif similarity > best:
                         best_id, best = candidate, similarity
-                if best_id is not None and best >= config.threshold:
+                if best_id is not None:
                     removals.append(Removal(problem.id, problem.source, "dedup", "near duplicate",
                                             f"statement Jaccard {best:.2f}", best_id))
                     continue
+                if variant_of is not None:
+                    variants.append((problem.id, variant_of))
+                kept_numbers[problem.id] = own_numbers
                 lsh.insert(problem.id, minhash)
                 kept_shingles[problem.id] = own
             exact_seen[key] = problem.id
             kept_ids.add(problem.id)
     kept = [problem for problem in problems if problem.id in kept_ids]
-    return StageOutput(kept, removals)
+    variant_ids = dict(variants)
+    for problem in kept:
+        if problem.id in variant_ids:
+            problem.metadata["constraint_variant_of"] = variant_ids[problem.id]
+    return StageOutput(kept, removals, extra={"constraint_variants_kept": len(variants),
+                                              "constraint_variant_examples": variants[:5]})

@@ -40,7 +40,7 @@ from microcoder.data.loaders import Reject
 from microcoder.problems import Problem, ProblemFormatError, read_problems
 
 STAGES = ("ingest", "validate", "dedup", "decontaminate", "difficulty", "export")
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2
 """Part of every stage's config hash: bump when a stage's behaviour changes."""
 
 
@@ -91,6 +91,8 @@ class DedupConfig:
     """Words per shingle."""
     num_perm: int = 128
     """MinHash permutations."""
+    keep_constraint_variants: bool = True
+    """Keep near-identical statements whose numbers differ (other constraints, e.g. LeetCode I / II)."""
 
 
 @dataclass

@@ -21,8 +21,9 @@ The input-format check is deliberately cheap and narrow (choices of ours): it re
 only the first input line, from two statement styles. Codeforces: "The first line
 contains a single integer / two integers ..." -> that many integer tokens. AtCoder:
 the first line of the block after "in the following format:" when it is plain names
-(`N M`) -> that many tokens, integers when the statement says "All input values are
-integers". Statements in any other style are not checked.
+(`N M`) -> that many tokens, numbers when the statement says "All input values are
+integers". Only the first mention is read (later ones describe a test case, a query);
+statements in any other style are not checked.
 """
 
 from __future__ import annotations
@@ -39,42 +40,51 @@ from microcoder.problems import Problem, TestCase
 
 _COUNT_WORDS = {"a single": 1, "one": 1, "an": 1, "a": 1, "exactly one": 1, "two": 2, "three": 3, "four": 4,
                 "five": 5, "six": 6}
+_FIRST_LINE = re.compile(r"\bthe first line\b", re.IGNORECASE)
 _CODEFORCES_FIRST_LINE = re.compile(
-    r"\bthe first line(?: of (?:the )?input)?\s+contains\s+"
+    r"the first line(?: of (?:the )?input)?\s+contains\s+"
     r"(a single|exactly one|one|an|a|two|three|four|five|six)\s+"
     r"(?:positive |non-negative |nonnegative |negative |)integers?\b",
     re.IGNORECASE,
 )
 _MIXED_LINE = ("string", "and a ", "and an ", "followed", "character", "real", "letter", "word")
-_ATCODER_FORMAT = re.compile(r"in the following format:\s*\n+([^\n]*)", re.IGNORECASE)
+_ATCODER_FORMAT = re.compile(r"in the following format[^\n]*", re.IGNORECASE)
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ALL_INTEGERS = re.compile(r"all (?:input )?values (?:in (?:the )?input )?are integers", re.IGNORECASE)
-_INTEGER = re.compile(r"^[+-]?\d+$")
+_NUMBER = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
 MISFIT = "input does not fit the stated input format"
 
 
 def first_line_shape(statement: str) -> tuple[int, bool] | None:
-    """(tokens, all integers?) the statement promises for the first input line, or None
-    when the statement is in no style we read."""
-    match = _CODEFORCES_FIRST_LINE.search(statement)
-    if match:
+    """(tokens, all numbers?) the statement promises for the first input line, or None
+    when the statement is in no style we read. Only the statement's first mention of
+    "the first line" / "in the following format" is read: later ones describe a test
+    case or a query, not the input's first line."""
+    first = _FIRST_LINE.search(statement)
+    if first:
+        match = _CODEFORCES_FIRST_LINE.match(statement, first.start())
+        if not match:
+            return None
         rest_of_sentence = re.split(r"\.\s|\n", statement[match.end():], maxsplit=1)[0].lower()
         if any(word in rest_of_sentence for word in _MIXED_LINE):
             return None  # "an integer n and a string s": more than integers on the line
         return _COUNT_WORDS[match.group(1).lower()], True
     match = _ATCODER_FORMAT.search(statement)
-    if match:
-        names = match.group(1).strip().split()
+    if match and match.group(0).rstrip().endswith(":"):
+        block = statement[match.end():].lstrip("\n")
+        names = block.split("\n", 1)[0].strip().split()
         if names and all(_NAME.match(name) for name in names):
             return len(names), bool(_ALL_INTEGERS.search(statement))
     return None
 
 
 def fits_first_line(test_input: str, shape: tuple[int, bool]) -> bool:
-    count, integers = shape
+    """Token count, and numbers where integers are promised (a number is accepted where an
+    integer is stated: statements call probabilities "integers" often enough)."""
+    count, numbers = shape
     line = next((line for line in test_input.split("\n") if line.strip()), "")
     tokens = line.split()
-    return len(tokens) == count and (not integers or all(_INTEGER.match(token) for token in tokens))
+    return len(tokens) == count and (not numbers or all(_NUMBER.match(token) for token in tokens))
 
 
 def check_tests(problem: Problem, check_input_format: bool = True) -> tuple[list[TestCase], Counter[str]]:
