@@ -40,11 +40,11 @@ class TrainConfig(BaseModel):
     """"default" (the generated easy call problems, with their own held-out split) or a canonical problems JSONL."""
     heldout_problems: str | None = None
     """Canonical JSONL of held-out problems; None: the default split, or `heldout_size` problems taken from `problems`."""
-    heldout_size: int = 32
+    heldout_size: int = 24
     """Problems held out of a `problems` file when `heldout_problems` is None (seeded choice); also caps the default split."""
 
     # ---- rollout ------------------------------------------------------------------------
-    total_steps: int = 12
+    total_steps: int = 8
     """Rollout steps to train for."""
     group_size: int = 4
     """G, responses sampled per prompt."""
@@ -56,13 +56,13 @@ class TrainConfig(BaseModel):
     """Responses per forward/backward pass (memory only: gradients accumulate to the mini-batch)."""
     ppo_epochs: int = 1
     """Passes over each rollout batch (TRL's num_iterations)."""
-    max_new_tokens: int = 192
+    max_new_tokens: int = 128
     """L_max, the generation limit; a response that reaches it is truncated."""
     top_p: float = 1.0
     """Nucleus sampling; 1.0 samples the full distribution at temperature T, as the paper's ratio assumes."""
 
     # ---- temperature ----------------------------------------------------------------------
-    temperature_stages: list[tuple[int, float]] = [(0, 0.7), (6, 0.9)]
+    temperature_stages: list[tuple[int, float]] = [(0, 0.7), (5, 0.8)]
     """[(step, T), ...]: T from `step` on, discrete stages, first at step 0 (staged control); the ladder of T's (adaptive control)."""
     temperature_control: Literal["staged", "adaptive"] = "staged"
     """"staged": follow temperature_stages by step; "adaptive": climb its T's when diversity stays low."""
@@ -85,7 +85,7 @@ class TrainConfig(BaseModel):
     truncation_mask_rho: float = 0.3
     """rho: probability that a truncated, non-incorrect, non-repetitive response has its advantage zeroed; 0 disables the mask."""
     repetition_m: int = 32
-    """m: a response whose last m tokens equal the m before them is a loop and keeps its penalty (paper: 128 at 4K tokens)."""
+    """m: a response whose last m tokens equal the m before them is a loop and keeps its penalty (paper: 128 at 4K tokens; here 128 max)."""
     dynamic_sampling: bool = False
     """DAPO: drop groups whose correctness rewards are all equal (no resampling; see docs/training.md)."""
     overlong_cache_length: int = 0
@@ -106,7 +106,7 @@ class TrainConfig(BaseModel):
     """k1 or k3 (Schulman's estimators; k3 is verl's low_var_kl)."""
     loss_aggregation: str = "token-mean"
     """token-mean, seq-mean-token-sum, or seq-mean-token-mean (original GRPO)."""
-    learning_rate: float = 2e-6
+    learning_rate: float = 1e-5
     """AdamW learning rate, constant."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
@@ -116,7 +116,7 @@ class TrainConfig(BaseModel):
     """Mixed precision; None: on when CUDA is available, off on CPU."""
 
     # ---- held-out evaluation and reward -----------------------------------------------------
-    eval_every: int = 6
+    eval_every: int = 4
     """Held-out accuracy every this many steps (and always before the first and after the last); 0: only before and after."""
     heldout_samples: int = 1
     """Samples per held-out problem for pass@1."""
@@ -130,9 +130,9 @@ class TrainConfig(BaseModel):
     # ---- run -----------------------------------------------------------------------------------
     run_dir: str | None = None
     """Run directory; None: runs/<preset-or-train>-<timestamp>."""
-    save_every: int = 6
+    save_every: int = 4
     """Checkpoint every this many steps (and at the end); 0: only at the end."""
-    save_total_limit: int = 2
+    save_total_limit: int = 1
     """Checkpoints kept (oldest removed first)."""
     seed: int = 0
     """Seed of sampling, data order, the mask's U(0,1) draws and the default problems."""
