@@ -234,3 +234,20 @@ def test_unknown_config_key_names_the_valid_ones(tmp_path):
     path.write_text("sources: []\ndedup: {treshold: 0.5}\n")
     with pytest.raises(ValueError, match="unknown key.*treshold.*valid keys"):
         load_config(path)
+
+
+def test_model_pass_rate_through_a_real_checkpoint(tmp_path):
+    """The non-injected path: load_model_and_tokenizer -> render_prompt -> generate ->
+    evaluator, on the tiny random model (it solves nothing: every rate is 0)."""
+    pytest.importorskip("microcoder.evaluator.sandbox")
+    from microcoder.training.model import save_tiny_model
+
+    model_dir = save_tiny_model(tmp_path / "tiny")
+    config = load_config(write_config(
+        tmp_path, sources=[{"path": str(FIXTURES / "hf_rows.jsonl")}], validate={"run_references": False},
+        difficulty={"estimate_pass_rate": True, "model": str(model_dir), "samples_per_problem": 2,
+                    "max_new_tokens": 8, "pass_rate_band": [0.0, 1.0]}))
+    manifests = build(config, log=lambda _: None)
+    assert manifests["difficulty"]["counts"]["out"] == 2
+    corpus = read_problems(config.stage_dir("export") / "microcoder-dataset.jsonl")
+    assert [p.metadata["pass_rate"] for p in corpus] == [{"model": str(model_dir), "n": 2, "accepted": 0, "rate": 0.0}] * 2
