@@ -185,8 +185,8 @@ def main() -> int:
                             sorted(after["children"] - before["children"])),
         "open fds": (len(before["fds"]), len(after["fds"]), sorted(after["fds"] - before["fds"])),
         "threads": (before["threads"], after["threads"], [] if after["threads"] <= before["threads"] else ["more"]),
-        "/tmp entries made by the evaluator": (len(before["tmp"]), len(after["tmp"]),
-                                               ours(after["tmp"] - before["tmp"], run_uids)),
+        "/tmp entries (leaked: the evaluator's)": (len(before["tmp"]), len(after["tmp"]),
+                                                   ours(after["tmp"] - before["tmp"], run_uids)),
         f"processes under run uids {min(run_uids, default='-')}..{max(run_uids, default='-')}, open": (
             "-", len(uid_processes_open), uid_processes_open),
         "processes under run uids, after close": ("-", len(uid_processes_closed), uid_processes_closed),
@@ -199,7 +199,7 @@ def main() -> int:
         print(f"| {check} | {first} | {last} | {', '.join(map(str, leaked[:5])) or 'none'} |")
     others = sorted(set(after["tmp"] - before["tmp"]) - set(ours(after["tmp"] - before["tmp"], run_uids)))
     if others:
-        print(f"\nnew /tmp entries not ours (other processes on this machine): {', '.join(others[:10])}")
+        print(f"\nnew /tmp entries not the evaluator's (other processes on this machine): {', '.join(others[:10])}")
     print(f"\nour RSS: {rss_before:.0f} MiB before, {rss_after:.0f} MiB after (for information)")
     leaked = [check for check, (_, _, items) in leaks.items() if items]
     if leaked or wrong_verdicts:
