@@ -118,6 +118,16 @@ def test_broken_problems_are_judge_errors_not_the_models_fault(evaluator):
     assert summary["problems"] == 1  # the broken problem does not count
 
 
+def test_a_broken_prelude_is_a_judge_error_and_keeps_the_worker(evaluator):
+    problem = call_problem([("1", "1")], entry_point="f", problem_id="bad-prelude", prelude="def (:\n")
+    evaluator.evaluate([ADD], [Sample("add", code="print(3)")] * 4)  # both workers started
+    pids_before = {worker.process.pid for worker in evaluator.sandbox._all}
+    assert len(pids_before) == 2
+    result = evaluator.evaluate_code(problem, "def f(x):\n    return x\n")
+    assert result.verdict == "judge_error" and "prelude" in result.detail
+    assert {worker.process.pid for worker in evaluator.sandbox._all} == pids_before
+
+
 def test_summary_pass_at_k_is_unbiased():
     # Problem a: 2 of 4 correct -> pass@1 = 0.5, pass@2 = 1 - C(2,2)/C(4,2) = 1 - 1/6.
     # Problem b: 0 of 4 -> 0 and 0. Means: pass@1 = 0.25, pass@2 = 5/12.

@@ -47,6 +47,7 @@ import builtins  # noqa: E402
 import io  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
+import warnings  # noqa: E402
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
@@ -162,7 +163,9 @@ def compiled_prelude(text):
     if text not in _preludes:
         if len(_preludes) > 256:
             _preludes.clear()
-        _preludes[text] = compile(text, "prelude.py", "exec")
+        with warnings.catch_warnings():  # dataset code: its warnings are not the caller's business
+            warnings.simplefilter("ignore")
+            _preludes[text] = compile(text, "prelude.py", "exec")
     return _preludes[text]
 
 
@@ -328,7 +331,10 @@ def run(request, blobs, config, counter):
         if uid is not None:
             os.chown(directory, uid, uid)
         if request["kind"] == "call":
-            compiled_prelude(request["prelude"])  # before the fork, so the next child reuses it
+            try:  # before the fork, so that every child inherits the code object
+                compiled_prelude(request["prelude"])
+            except (SyntaxError, ValueError, MemoryError, RecursionError) as error:
+                return {"error": f"the problem's prelude does not compile: {error!r}"[:2000]}, []
         pid = os.fork()
         if pid == 0:
             child_main(request, source.decode("utf-8", "replace"), stdin_path, directory, fds[2], fds[0], fds[1], uid)

@@ -211,14 +211,17 @@ class Worker:
 def classify(header: dict, stdout: bytes, stderr: bytes, result: bytes, time_limit_s: float,
              memory_limit_mb: int, output_limit_bytes: int) -> tuple[str, str]:
     """(status, detail) of a finished run, from what the worker measured."""
-    if "error" in header:
-        return "sandbox_error", header["error"]
     exit_code, signum, cpu = header["exit_code"], header["signal"], header["cpu_s"]
     if result[:1] == b"S":
         return "syntax_error", stderr.decode("utf-8", "replace")[-500:]
     if header["wall_timeout"] or cpu > time_limit_s or signum in (signal.SIGPROF, signal.SIGXCPU):
-        how = "wall-clock backstop" if header["wall_timeout"] else "CPU time"
-        return "time_limit_exceeded", f"{how}: {cpu:.2f}s CPU, {header['wall_s']:.2f}s wall, limit {time_limit_s}s"
+        if header["wall_timeout"]:
+            how = "stopped by the wall-clock backstop"
+        elif signum in (signal.SIGPROF, signal.SIGXCPU):
+            how = "stopped by the CPU timer"  # the kernel's tick-based account may read a little under
+        else:
+            how = "over the CPU limit"
+        return "time_limit_exceeded", f"{how}: limit {time_limit_s}s, {cpu:.2f}s CPU and {header['wall_s']:.2f}s wall accounted"
     if signum == signal.SIGXFSZ or len(stdout) > output_limit_bytes:
         return "output_limit_exceeded", f"output over {output_limit_bytes} bytes"
     if exit_code == 0 and signum is None:
@@ -314,7 +317,7 @@ class Sandbox:
                     self._retire(worker)
                 worker = self._start_worker()
             try:
-                header, (stdout, stderr, result) = worker.run(request, source.encode("utf-8", "surrogatepass"), stdin_bytes)
+                header, blobs = worker.run(request, source.encode("utf-8", "surrogatepass"), stdin_bytes)
             except (EOFError, OSError, ValueError):
                 # The worker died mid-run. Only the run itself can have done that (it
                 # shares the worker's uid when not root): charge it to the run.
@@ -323,6 +326,9 @@ class Sandbox:
                 return ProgramRun("runtime_error", detail="the run killed its sandbox worker")
         finally:
             self._idle.put(worker)
+        if "error" in header:  # the worker could not run it (e.g. the problem's prelude is broken)
+            return ProgramRun("sandbox_error", detail=header["error"])
+        stdout, stderr, result = blobs
         status, detail = classify(header, stdout, stderr, result, time_limit_s, memory_limit_mb, output_bytes)
         # The result file holds b"C" once the program compiled, then b"R" + JSON of the
         # return value or b"U" + why it could not be serialised (call runs).
