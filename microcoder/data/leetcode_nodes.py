@@ -105,8 +105,8 @@ class _Adapter:
         kinds = {kinds!r}
         args = [_mc_to_nodes(kind, arg) for kind, arg in zip(kinds, args)]
         result = Solution().{method}(*args)
-        if {return_kind!r} in ("lists", "trees"):
-            return [_mc_nodes_to_values(item, {return_kind!r}[:-1]) for item in result]
+        if {is_node_list!r}:
+            return [_mc_nodes_to_values(item, {item_kind!r}) for item in result]
         return _mc_nodes_to_values(result, {return_kind!r})
 '''
 
@@ -130,6 +130,11 @@ def uses_nodes(signature: Signature) -> bool:
 def adapter_prelude(signature: Signature) -> str:
     """Helpers plus an `_Adapter` whose method of the same name wraps `Solution().name`."""
     kinds = [node_kind(signature.annotations.get(name)) for name in signature.parameters]
+    return_kind = node_kind(signature.returns)
+    # Decided here, not in the generated code: formatting `None[:-1]` into it compiled
+    # with a SyntaxWarning on every run.
+    is_node_list = return_kind in ("lists", "trees")
     return NODE_HELPERS + _ADAPTER_CLASS.format(
-        method=signature.name, kinds=kinds, return_kind=node_kind(signature.returns)
+        method=signature.name, kinds=kinds, return_kind=return_kind,
+        is_node_list=is_node_list, item_kind=return_kind[:-1] if is_node_list else None,
     )
