@@ -335,3 +335,16 @@ def test_mbpp_and_humanevalpack_recording(tmp_path, sandbox):
     [problem], _ = load_problems(write_jsonl(tmp_path / "humanevalpack.jsonl", [pack]), sandbox=sandbox)
     assert problem.source == "humanevalpack" and problem.metadata["buggy_solution"].endswith("return a - b\n")
     assert len(problem.tests) == 3
+
+
+def test_node_adapter_prelude_compiles_without_warnings():
+    import warnings
+
+    from microcoder.data.leetcode_nodes import adapter_prelude
+    from microcoder.data.literals import find_signature
+
+    for returns in ("List[int]", "Optional[TreeNode]", "List[Optional[ListNode]]"):
+        source = f"class Solution:\n    def f(self, root: Optional[TreeNode]) -> {returns}:\n        pass\n"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            compile(adapter_prelude(find_signature(source, "f")), "prelude.py", "exec")
