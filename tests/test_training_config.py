@@ -68,3 +68,5 @@ def test_verl_batch_names_map_to_trl():
     assert args["gradient_accumulation_steps"] == 1 and args["steps_per_generation"] == 4
     with pytest.raises(ValueError, match="micro_batch_size"):
         grpo_arguments(config, "out", world_size=3)
+    # save_every=0: one checkpoint, at the end.
+    assert grpo_arguments(config.model_copy(update={"save_every": 0}), "out")["save_steps"] == 24

@@ -194,7 +194,7 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         num_iterations              = ppo_epochs
         max_steps                   = total_steps * (R / U) * ppo_epochs   optimizer updates
         logging_steps, save_steps   = multiples of (R / U) * ppo_epochs, so that TRL logs and
-                                      saves at rollout-step boundaries
+                                      saves at rollout-step boundaries (save_every=0: at the end)
 
     TRL's loss options (loss_type, scale_rewards, mask_truncated_completions) are set for
     completeness but unused: MicroCoderTrainer computes advantages, masks and the loss itself.
@@ -239,8 +239,8 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "fp16": False,
         # bookkeeping
         "logging_steps": updates,
-        "save_strategy": "steps" if config.save_every else "no",
-        "save_steps": max(1, config.save_every) * updates,
+        "save_strategy": "steps",  # save_every=0: only the final checkpoint
+        "save_steps": (config.save_every or config.total_steps) * updates,
         "save_total_limit": config.save_total_limit,
         "report_to": config.report_to,
         "seed": config.seed,

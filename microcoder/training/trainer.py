@@ -409,7 +409,7 @@ class _StepEnd(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.trainer.config.updates_per_step == 0:
             self.trainer._finish_step()
-            if state.global_step >= state.max_steps and args.save_strategy != "no":
+            if state.global_step >= state.max_steps:
                 control.should_save = True
         return control
 
