@@ -173,3 +173,10 @@ def test_first_line_shape_reads_only_the_first_mention():
     assert first_line_shape(later) is None
     # a probability called an integer by its statement still counts as a number
     assert fits_first_line("7 1.0000\n", (2, True)) and not fits_first_line("7 x\n", (2, True))
+
+
+def test_one_limit_written_three_ways_is_not_a_variant():
+    from microcoder.data.dedup import numbers_in
+
+    assert numbers_in("1 <= n <= 10^5") == numbers_in("1 <= n <= 105") == numbers_in("1 <= n <= 10⁵")
+    assert numbers_in("1 <= n <= 10^5") != numbers_in("1 <= n <= 50")

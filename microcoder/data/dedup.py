@@ -13,7 +13,7 @@ order in the config). Each problem is then
 Greedy, richest first, means the kept record is always the richest of its group, and a
 problem is never removed through a chain of pairwise similarities (A~B, B~C, A!~C).
 
-Statements that are near-identical but whose numbers differ (LeetCode's "... I" and
+Statements that are near-identical but whose digits differ (LeetCode's "... I" and
 "... II": same story, larger constraints, a harder problem) are constraint variants, not
 copies: both are kept (`keep_constraint_variants`), the later one marked with
 `metadata.constraint_variant_of`. Without this, dedup kept the variant with more tests
@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 
 from microcoder.data.pipeline import DedupConfig, Removal, StageContext, StageOutput
 from microcoder.problems import Problem
@@ -58,10 +59,12 @@ def shingles(text: str, words: int) -> set[str]:
     return {" ".join(tokens[i : i + words]) for i in range(len(tokens) - words + 1)}
 
 
-def numbers_in(text: str) -> list[str]:
-    """The statement's numbers, sorted: two near-identical statements whose numbers differ
-    are variants with other constraints (LeetCode's "I" and "II"), not copies."""
-    return sorted(re.findall(r"\d+", text))
+def numbers_in(text: str) -> str:
+    """The statement's digits, in order: two near-identical statements whose digits differ
+    are variants with other constraints (LeetCode's "I" and "II"), not copies. Digits, not
+    numbers, so that one limit written three ways ("10^5", "10<sup>5</sup>" flattened to
+    "105", "10⁵") compares equal."""
+    return "".join(re.findall(r"\d", unicodedata.normalize("NFKC", text)))
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
@@ -81,7 +84,7 @@ def deduplicate(problems: list[Problem], config: DedupConfig, context: StageCont
     lsh = MinHashLSH(threshold=config.threshold, num_perm=config.num_perm)
     exact_seen: dict[str, str] = {}
     kept_shingles: dict[str, set[str]] = {}
-    kept_numbers: dict[str, list[str]] = {}
+    kept_numbers: dict[str, str] = {}
     kept_ids: set[str] = set()
     removals: list[Removal] = []
     variants: list[tuple[str, str]] = []

@@ -40,7 +40,7 @@ from microcoder.data.loaders import Reject
 from microcoder.problems import Problem, ProblemFormatError, read_problems
 
 STAGES = ("ingest", "validate", "dedup", "decontaminate", "difficulty", "export")
-PIPELINE_VERSION = 2
+PIPELINE_VERSION = 3
 """Part of every stage's config hash: bump when a stage's behaviour changes."""
 
 
