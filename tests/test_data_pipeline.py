@@ -146,10 +146,11 @@ def test_rerun_skips_done_stages_and_a_config_change_reruns_from_its_stage(built
 def test_a_broken_line_in_a_stage_file_is_rejected_not_fatal(tmp_path):
     good = (FIXTURES / "hf_rows.jsonl").read_text().splitlines()
     path = tmp_path / "problems.jsonl"
-    path.write_text("\n".join([good[1], "{broken", json.dumps({"id": "x", "prompt": "p", "kind": "stdin"})]) + "\n")
+    missing_tests = json.dumps({"id": "x", "prompt": "p", "kind": "stdin"})
+    path.write_text("\n".join([missing_tests, good[1], "{broken", missing_tests.replace('"x"', '"y"')]) + "\n")
     problems, rejects = read_stage_problems(path, "dedup")
     assert [p.id for p in problems] == ["hfset/reverse"]
-    assert [(r.row, r.field) for r in rejects] == [(2, "(json)"), (3, "tests")]
+    assert [(r.row, r.field) for r in rejects] == [(1, "tests"), (3, "(json)"), (4, "tests")]
 
 
 def test_hf_saved_dataset_directory_and_missing_source(tmp_path):

@@ -351,8 +351,8 @@ def read_stage_problems(path: Path, stage: str) -> tuple[list[Problem], list[Rej
 
     try:
         problems = read_problems(path, on_error=on_error)
-    except ProblemFormatError as error:  # a line that is not JSON at all
-        rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
+    except ProblemFormatError:  # a line that is not JSON at all: read again, line by line
+        rejects = []
         problems = _read_problems_skipping_bad_json(path, rejects)
     return problems, rejects
 
@@ -368,8 +368,7 @@ def _read_problems_skipping_bad_json(path: Path, rejects: list[Reject]) -> list[
             try:
                 problem = parse_problem(json.loads(line), path, row)
             except json.JSONDecodeError as error:
-                if not any(r.row == row for r in rejects):
-                    rejects.append(Reject(str(path), row, "(json)", "malformed record", error.msg, None))
+                rejects.append(Reject(str(path), row, "(json)", "malformed record", error.msg, None))
                 continue
             except ProblemFormatError as error:
                 rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
