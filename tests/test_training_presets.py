@@ -85,3 +85,12 @@ def test_resume_reproduces_the_next_steps_loss(microcoder_run, tmp_path):
     assert [record["step"] for record in again] == [0, 1, 2]  # step 2 redone once, not appended twice
     for key in ("loss", "reward_mean", "response_length_mean", "fraction_masked", "entropy", "temperature"):
         assert again[2][key] == pytest.approx(original[2][key], rel=1e-5, abs=1e-7), key
+
+
+def test_train_top_layers_freezes_everything_below(tmp_path):
+    run_dir = train_tiny("microcoder", tmp_path / "top1", "train_top_layers=1", "total_steps=1")
+    initial = dict(tiny_model_and_tokenizer(seed=0)[0].named_parameters())
+    final = AutoModelForCausalLM.from_pretrained(last_checkpoint(run_dir))
+    changed = {name for name, param in final.named_parameters() if not torch.equal(param, initial[name])}
+    expected = {name for name in initial if name.startswith(("model.layers.1.", "model.norm."))}
+    assert changed == expected

@@ -48,9 +48,9 @@ class TrainConfig(BaseModel):
     """Rollout steps to train for."""
     group_size: int = 4
     """G, responses sampled per prompt."""
-    train_batch_size: int = 8
+    train_batch_size: int = 6
     """verl's name: prompts per rollout step."""
-    ppo_mini_batch_size: int = 8
+    ppo_mini_batch_size: int = 6
     """verl's name: prompts per optimizer update; train_batch_size / ppo_mini_batch_size updates per rollout."""
     micro_batch_size: int = 8
     """Responses per forward/backward pass (memory only: gradients accumulate to the mini-batch)."""
@@ -106,6 +106,8 @@ class TrainConfig(BaseModel):
     """k1 or k3 (Schulman's estimators; k3 is verl's low_var_kl)."""
     loss_aggregation: str = "token-mean"
     """token-mean, seq-mean-token-sum, or seq-mean-token-mean (original GRPO)."""
+    train_top_layers: int | None = 8
+    """Train only the top N transformer layers and the final norm (embeddings and LM head frozen); None: the whole model. CPU time: backward then stops N layers down."""
     learning_rate: float = 1e-5
     """AdamW learning rate, constant."""
     weight_decay: float = 0.0
@@ -116,7 +118,7 @@ class TrainConfig(BaseModel):
     """Mixed precision; None: on when CUDA is available, off on CPU."""
 
     # ---- held-out evaluation and reward -----------------------------------------------------
-    eval_every: int = 4
+    eval_every: int = 0
     """Held-out accuracy every this many steps (and always before the first and after the last); 0: only before and after."""
     heldout_samples: int = 1
     """Samples per held-out problem for pass@1."""
@@ -169,6 +171,7 @@ class TrainConfig(BaseModel):
         need(self.eps_low >= 0 and self.eps_high >= 0, "eps_low", "clip epsilons must be >= 0")
         need(self.dual_clip is None or self.dual_clip > 1.0, "dual_clip", "must be > 1 or null")
         need(self.beta >= 0, "beta", "must be >= 0")
+        need(self.train_top_layers is None or self.train_top_layers >= 1, "train_top_layers", "must be >= 1 or null")
         need(self.heldout_samples >= 1, "heldout_samples", "must be >= 1")
         need(self.eval_every >= 0 and self.save_every >= 0, "eval_every", "intervals must be >= 0")
         return self
