@@ -48,6 +48,17 @@ def _bar_chart(path: Path, counts: dict[str, int], title: str, xlabel: str) -> N
     plt.close(figure)
 
 
+def _varied(items: list[dict], count: int) -> list[dict]:
+    """`count` examples, one per source first (the first few of a reason often share one)."""
+    firsts, seen = [], set()
+    for item in items:
+        if item["source"] not in seen:
+            seen.add(item["source"])
+            firsts.append(item)
+    rest = [item for item in items if item not in firsts]
+    return (firsts + rest)[:count]
+
+
 def _short(removal: dict) -> str:
     """A removal's detail without problem text: no expected/got outputs, no n-gram quotes."""
     detail = removal["detail"].split(", e.g. ")[0]
@@ -121,7 +132,7 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
         for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
             shown = "; ".join(
                 f"`{r['id']}`" + (f" ~ `{r['match']}`" if r.get("match") else "") + (f" ({_short(r)})" if r.get("detail") else "")
-                for r in items[:examples]
+                for r in _varied(items, examples)
             ).replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {reason} | {len(items)} | {shown} |")
         lines.append("")
@@ -129,7 +140,7 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
     dedup_extra = (manifests.get("dedup") or {}).get("extra", {})
     if dedup_extra.get("constraint_variants_kept"):
         shown = "; ".join(f"`{a}` ~ `{b}`" for a, b in dedup_extra.get("constraint_variant_examples", [])[:examples])
-        lines += [f"Kept as constraint variants (near-identical statements whose numbers differ, e.g. LeetCode I/II): "
+        lines += [f"Kept as constraint variants (near-identical statements whose digits differ, e.g. LeetCode I/II): "
                   f"{dedup_extra['constraint_variants_kept']}, e.g. {shown}.", ""]
 
     rejects = [r for stage in STAGES[:-1] for r in read_json_lines(config.stage_dir(stage) / "rejects.jsonl")]
