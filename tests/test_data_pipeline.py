@@ -252,3 +252,24 @@ def test_model_pass_rate_through_a_real_checkpoint(tmp_path):
     assert manifests["difficulty"]["counts"]["out"] == 2
     corpus = read_problems(config.stage_dir("export") / "microcoder-dataset.jsonl")
     assert [p.metadata["pass_rate"] for p in corpus] == [{"model": str(model_dir), "n": 2, "accepted": 0, "rate": 0.0}] * 2
+
+
+def test_an_interrupted_validate_resumes_from_cached_verdicts(built):
+    """Work finished before an interruption is not redone: with its manifest gone (as if
+    the stage died before writing it), validate reruns from the verdict cache without
+    starting the evaluator, and produces the same output."""
+    from microcoder.data.pipeline import StageContext
+
+    config, _, _ = built
+    before = (config.stage_dir("validate") / "problems.jsonl").read_text()
+    (config.stage_dir("validate") / "manifest.json").unlink()
+
+    class NoEvaluator(StageContext):
+        def evaluator(self):
+            raise AssertionError("the evaluator was started: cached verdicts were not used")
+
+    run_stage(config, "validate", context=NoEvaluator(config), log=lambda _: None)
+    assert (config.stage_dir("validate") / "problems.jsonl").read_text() == before
+    logs: list[str] = []
+    build(config, log=logs.append)
+    assert all(line.endswith("skipped") for line in logs)  # same output hash: nothing downstream reruns
