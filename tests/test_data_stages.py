@@ -180,3 +180,14 @@ def test_one_limit_written_three_ways_is_not_a_variant():
 
     assert numbers_in("1 <= n <= 10^5") == numbers_in("1 <= n <= 105") == numbers_in("1 <= n <= 10⁵")
     assert numbers_in("1 <= n <= 10^5") != numbers_in("1 <= n <= 50")
+
+
+def test_hf_spec_and_source_names():
+    from microcoder.data.ingest import parse_hf_spec, source_name
+    from microcoder.data.pipeline import SourceConfig
+
+    assert parse_hf_spec("hf:json") == ("json", None)
+    assert parse_hf_spec("hf:org/set:test") == ("org/set", "test")
+    assert source_name(SourceConfig(path="../shared/data/mbpp/MBPP.jsonl")) == "MBPP"
+    assert source_name(SourceConfig(path="a/LeetCodeDataset-v0.3.1-test.jsonl.gz")) == "LeetCodeDataset-v0.3.1-test"
+    assert source_name(SourceConfig(path="hf:org/set:test")) == "org_set_test"
