@@ -218,3 +218,12 @@ def test_empty_batch_and_bad_inputs():
         conditional_truncation_mask([True], [True, False], [False], rho=0.3, generator=torch.Generator())
     with pytest.raises(ValueError):
         conditional_truncation_mask([True], [True], [False], rho=1.5, generator=torch.Generator())
+
+
+def test_every_evaluator_verdict_is_classified_exactly_once():
+    # The mask must know every verdict the evaluator can give, and each on one side only.
+    from microcoder.algorithms.masking import NON_INCORRECT_VERDICTS, WRONG_VERDICTS
+    from microcoder.evaluator import VERDICTS
+
+    assert WRONG_VERDICTS | NON_INCORRECT_VERDICTS == set(VERDICTS)
+    assert not WRONG_VERDICTS & NON_INCORRECT_VERDICTS
