@@ -97,7 +97,7 @@ class Problem(BaseModel):
     @model_validator(mode="after")
     def _call_needs_entry_point(self) -> Problem:
         if self.kind == "call" and not self.entry_point:
-            raise ValueError("a `call` problem needs `entry_point`")
+            raise FieldError("entry_point", "a `call` problem needs `entry_point`")
         if self.kind == "call":
             for index, test in enumerate(self.tests):
                 _check_call_test(index, test)
@@ -107,6 +107,14 @@ class Problem(BaseModel):
         return DEFAULT_CALL_PRELUDE if self.prelude is None else self.prelude
 
 
+class FieldError(ValueError):
+    """A whole-record check that failed on one field: reading names that field."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
 def _check_call_test(index: int, test: TestCase) -> None:
     for part, text in (("input", test.input), ("output", test.output)):
         lines = [text] if part == "output" else [ln for ln in text.split("\n") if ln.strip()]
@@ -114,7 +122,7 @@ def _check_call_test(index: int, test: TestCase) -> None:
             try:
                 json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"tests[{index}].{part} is not JSON ({error.msg}): {line[:80]!r}") from None
+                raise FieldError(f"tests.{index}.{part}", f"not JSON ({error.msg}): {line[:80]!r}") from None
 
 
 class ProblemFormatError(ValueError):
@@ -127,6 +135,9 @@ class ProblemFormatError(ValueError):
 
 def _first_error(error: ValidationError) -> tuple[str, str]:
     first = error.errors()[0]
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, FieldError):
+        return cause.field, str(cause)
     field = ".".join(str(part) for part in first["loc"]) or "(row)"
     return field, first["msg"]
 
@@ -142,9 +153,12 @@ def parse_problem(record: Any, path: str | Path = "<memory>", row: int = 0) -> P
         raise ProblemFormatError(path, row, field, message) from None
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """Yield (1-based row, decoded object) for each non-blank line; bad JSON raises
-    ProblemFormatError with field '(json)'. Reads `.gz` transparently."""
+def iter_jsonl(
+    path: str | Path, on_error: Callable[[ProblemFormatError], None] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """Yield (1-based row, decoded object) for each non-blank line. A line that is not JSON
+    raises ProblemFormatError with field '(json)', or, with `on_error`, is passed to it and
+    skipped. Reads `.gz` transparently."""
     import gzip
 
     opener = gzip.open if str(path).endswith(".gz") else open
@@ -153,9 +167,14 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield row, json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ProblemFormatError(path, row, "(json)", error.msg) from None
+                failure = ProblemFormatError(path, row, "(json)", error.msg)
+                if on_error is None:
+                    raise failure from None
+                on_error(failure)
+                continue
+            yield row, record
 
 
 def read_problems(
@@ -165,7 +184,7 @@ def read_problems(
     bad rows are passed to `on_error` and skipped. Duplicate ids are an error."""
     problems: list[Problem] = []
     seen: set[str] = set()
-    for row, record in iter_jsonl(path):
+    for row, record in iter_jsonl(path, on_error):
         try:
             problem = parse_problem(record, path, row)
             if problem.id in seen:
