@@ -170,28 +170,34 @@ def test_cannot_open_a_network_connection(evaluator):
         assert run_attack(evaluator, attack, problem).verdict == "accepted"
 
 
+# Searches its frames and every live container for a string "SECRET_..." longer than the
+# prefix (built at run time, so the program's own constants never match) and prints it.
+MEMORY_SEARCH = """
+import gc, sys
+prefix = "SECRET" + "_"
+found = []
+frame = sys._getframe()
+while frame:
+    found += [v for v in list(frame.f_locals.values()) + list(frame.f_globals.values())
+              if isinstance(v, str) and v.startswith(prefix) and v != prefix]
+    frame = frame.f_back
+for value in gc.get_objects():
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    found += [v for v in items if isinstance(v, str) and v.startswith(prefix) and v != prefix]
+print(found[0] if found else "nothing")
+"""
+
+
 def test_cannot_find_the_expected_output_in_its_frames_or_memory(evaluator):
-    # If the expected answer were anywhere in the candidate's process (a caller's frame,
-    # a global, any live object), this program would find and print it.
-    problem = stdin_problem([("", "EXPECTED_7f3a91")], problem_id="secret", time_limit_s=2.0)
-    attack = """
-        import gc, sys
-        found = None
-        frame = sys._getframe()
-        while frame:
-            for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):
-                if isinstance(value, str) and value.startswith("EXPECTED_"):
-                    found = value
-            frame = frame.f_back
-        for value in gc.get_objects():
-            for item in (value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()):
-                if isinstance(item, str) and item.startswith("EXPECTED_") and "startswith" not in item:
-                    found = item
-        print(found)
-    """
-    result = evaluator.evaluate([problem], [Sample("secret", code=textwrap.dedent(attack))])[0]
+    # Control: a secret the program does hold (its own input) is found, so the search works.
+    control = stdin_problem([("SECRET_control", "SECRET_control")], problem_id="control", time_limit_s=2.0)
+    with_input = "seen = input()\n" + MEMORY_SEARCH
+    assert evaluator.evaluate_code(control, with_input).verdict == "accepted"
+    # The expected output is nowhere in the candidate's process: the same search fails.
+    problem = stdin_problem([("", "SECRET_7f3a91")], problem_id="secret", time_limit_s=2.0)
+    result = evaluator.evaluate_code(problem, MEMORY_SEARCH)
     assert result.verdict == "wrong_answer"
-    assert "EXPECTED_7f3a91" not in result.detail.split("got")[-1]
+    assert "got 'nothing'" in result.detail
 
 
 def test_catching_the_timeout_signals_does_not_help(evaluator):
