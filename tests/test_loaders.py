@@ -302,7 +302,7 @@ HUMANEVAL_RECORD = {
 
 @pytest.fixture(scope="module")
 def sandbox():
-    sandbox_module = pytest.importorskip("microcoder.evaluator.sandbox")
+    import microcoder.evaluator.sandbox as sandbox_module
     with sandbox_module.Sandbox(workers=2) as box:
         yield box
 

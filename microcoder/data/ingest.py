@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from microcoder.data.loaders import LICENCES, Reject, detect_format, load_problems
+from microcoder.data.loaders import ASSERT_FORMATS, LICENCES, Reject, detect_format, load_problems
 from microcoder.data.pipeline import (
     PipelineConfig,
     SourceConfig,
@@ -194,7 +194,7 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
         return problems, sorted(rejects + more, key=lambda r: r.row)
     if format == "auto":
         format = detect_format(path, first)
-    sandbox = context.evaluator().sandbox if format in ("humaneval", "humanevalpack", "mbpp") else None
+    sandbox = context.evaluator().sandbox if format in ASSERT_FORMATS else None
     return load_problems(path, format=format, sandbox=sandbox, workers=context.config.workers)
 
 

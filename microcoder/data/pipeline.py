@@ -349,34 +349,7 @@ def read_stage_problems(path: Path, stage: str) -> tuple[list[Problem], list[Rej
     def on_error(error: ProblemFormatError) -> None:
         rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
 
-    try:
-        problems = read_problems(path, on_error=on_error)
-    except ProblemFormatError:  # a line that is not JSON at all: read again, line by line
-        rejects = []
-        problems = _read_problems_skipping_bad_json(path, rejects)
-    return problems, rejects
-
-
-def _read_problems_skipping_bad_json(path: Path, rejects: list[Reject]) -> list[Problem]:
-    from microcoder.problems import parse_problem
-
-    problems, seen = [], set()
-    with open(path, encoding="utf-8") as handle:
-        for row, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                problem = parse_problem(json.loads(line), path, row)
-            except json.JSONDecodeError as error:
-                rejects.append(Reject(str(path), row, "(json)", "malformed record", error.msg, None))
-                continue
-            except ProblemFormatError as error:
-                rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
-                continue
-            if problem.id not in seen:
-                seen.add(problem.id)
-                problems.append(problem)
-    return problems
+    return read_problems(path, on_error=on_error), rejects
 
 
 # ------------------------------------------------------------------------ running
