@@ -5,7 +5,6 @@ once per machine into the user cache (~30-60 s on 2 cores); every test here then
 Only `test_default_model_path_converts_once_then_reuses` may convert, into a temp dir.
 """
 
-import time
 
 import pytest
 import torch
@@ -82,9 +81,8 @@ def test_default_model_path_converts_once_then_reuses(tmp_path, monkeypatch):
     assert path == tmp_path / "models" / "SmolLM2-135M-Instruct"
     assert {"config.json", "model.safetensors", "tokenizer.json", CONVERSION_RECORD} <= {p.name for p in path.iterdir()}
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["SmolLM2-135M-Instruct"]  # no temp dir left
-    started = time.monotonic()
     assert default_model_path(tmp_path) == path
-    assert time.monotonic() - started < 0.5 and len(calls) == 1
+    assert len(calls) == 1  # reused, not converted again (a timing bound would flake on a busy machine)
     config = (path / "config.json").read_text()
     assert "quantization_config" not in config and '"num_hidden_layers": 30' in config
 

@@ -75,12 +75,12 @@ from microcoder.algorithms import (
     non_incorrect,
     overlong_penalty,
 )
-from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample, summarize
 from microcoder.problems import Problem
 from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
+from microcoder.training.plots import METRICS_FILE
 from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
 
-METRICS_FILE = "metrics.jsonl"
 STATE_FILE = "microcoder_state.json"
 # The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps and
 # "kl" only when beta > 0. The step-0 line (before training) holds step and heldout_accuracy.
@@ -223,7 +223,7 @@ class MicroCoderTrainer(GRPOTrainer):
         start = time.perf_counter()
         output = super()._generate_and_score_completions(inputs)  # 2, 3: sample, old log-probs, reward
         scored = self.reward.last
-        advantages, keep, masked_fraction, truncated_fraction, group_keep = self.compute_advantages(scored)  # 4
+        advantages, _, masked_fraction, truncated_fraction, group_keep = self.compute_advantages(scored)  # 4
         output["advantages"] = advantages.to(output["advantages"].device)
         if group_keep is not None:  # DAPO filter: the group leaves the loss and its normaliser
             output["completion_mask"] = output["completion_mask"] * group_keep.to(output["completion_mask"]).unsqueeze(1)
@@ -366,14 +366,16 @@ class MicroCoderTrainer(GRPOTrainer):
         model = self.accelerator.unwrap_model(self.model)
         tokenizer = self.processing_class
         prompts = [render_prompt(problem, tokenizer) for problem in self.heldout]
-        groups = generate(model, tokenizer, prompts, n=self.config.heldout_samples,
+        greedy = self.config.heldout_temperature == 0  # n greedy samples would all be the same
+        groups = generate(model, tokenizer, prompts, n=1 if greedy else self.config.heldout_samples,
                           max_new_tokens=self.config.max_new_tokens, temperature=self.config.heldout_temperature,
                           top_p=self.config.top_p, seed=self.config.seed, batch_size=16, backend="hf",
                           progress=False)
         samples = [Sample(problem.id, response=sample.text)
                    for problem, group in zip(self.heldout, groups) for sample in group]
         results = self.reward.evaluator.evaluate(self.heldout, samples)
-        return sum(result.verdict == "accepted" for result in results) / max(1, len(results))
+        # The evaluator's own pass@1: unbiased per problem, broken problems left out.
+        return summarize(results, ks=(1,)).get("pass@1", 0.0)
 
     # ---- checkpoints: our own state beside TRL's ---------------------------------------------------
     def _save_checkpoint(self, model, trial):
