@@ -1,19 +1,27 @@
 """The sandbox worker ("zygote"): a fresh interpreter that forks one child per program run.
 
-Started by `sandbox.Worker` as `python -I _zygote.py CONFIG_JSON`, usually inside new
+Started by `sandbox.Worker` as `python -I -S _zygote.py CONFIG_JSON`, usually inside new
 network and mount namespaces (`unshare --net --mount`). It imports nothing from
 microcoder: it must not hold anything of the caller's but the programs and inputs it is
 asked to run, because every child it forks inherits its memory. In particular the
 expected outputs never come here; the caller compares.
 
 Per run the zygote:
-  1. makes a private directory in its own /tmp (a tmpfs nobody else sees), writes stdin;
-  2. forks a child that starts a new session, sets rlimits (CPU, address space, file
-     size, processes, open files), drops to a per-worker uid, closes every other file
-     descriptor, and runs the program as `__main__` (or calls its entry point);
-  3. waits with a wall-clock backstop, kills the child's process group, sweeps any
-     escaped descendant (as the worker uid, `kill(-1, SIGKILL)`), reaps, reads the
-     output files, removes the directory and replies.
+  1. compiles the program (once per distinct source: the tests of a sample share it),
+     makes the run's private directory, and puts stdin, stdout, stderr and the result in
+     fresh memory files (memfd: real, seekable files that no path names);
+  2. forks a child that starts a new session, moves those files to fds 0-3, sets rlimits
+     (CPU, address space, file size, processes, open files), drops to a per-worker uid,
+     closes every other file descriptor, and runs the program as `__main__` (or calls its
+     entry point);
+  3. waits with a wall-clock backstop, kills whatever the run left behind (its process
+     group, then as the worker uid `kill(-1, SIGKILL)`), reaps, reads the outputs,
+     removes the directory and replies.
+
+Speed: a forked child pays a copy-on-write fault for each page it writes (~3-8 us on
+these VMs), so whatever every child would do alike is done once in the worker before it
+serves (`prepare_worker`): streams, signal dispositions, no_new_privs, thread stack size,
+HOME/TMPDIR, the compiled program.
 
 Messages in both directions are framed as `_wire.py` says.
 """
@@ -42,6 +50,9 @@ PRELOAD = "bisect collections copy datetime decimal fractions functools heapq io
 for _name in PRELOAD.split():
     __import__(_name)
 import _sitebuiltins  # noqa: E402
+import atexit  # noqa: E402
+import fcntl  # noqa: E402
+import gc  # noqa: E402
 import _thread  # noqa: E402
 import builtins  # noqa: E402
 import io  # noqa: E402
@@ -53,7 +64,15 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 STACK_BYTES = 512 * 1024 * 1024  # deep recursion in solutions (lru_cache recursion uses the C stack)
-RESULT_FD = 3  # call mode: the child writes its verdict marker and return value here
+RESULT_FD = 3  # the child writes b"C" once compiled, then (call mode) its return value
+MAX_FD = 1 << 16
+COMPILE_IN_WORKER_BYTES = 1 << 20  # larger sources compile in the child, under its limits
+COMPILE_ERRORS = (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError)
+# Set by prepare_worker(): what every child uses as it is.
+CHILD_DIRECTORY = CHILD_FILE = CHILD_MAIN = None
+CHILD_ARGV = ["solution.py"]
+CHILD_STREAMS = ()
+CHILDREN_FILE = WORKER_STDERR = None
 
 
 def check(result, what):
@@ -118,12 +137,14 @@ def resolve_entry_point(namespace, entry_point):
     return namespace[entry_point]
 
 
-def fresh_std_streams():
-    """New sys.std* over fds 0-2, as the interpreter makes them at start-up."""
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="backslashreplace", line_buffering=True
+def std_streams():
+    """sys.std* over fds 0-2, as the interpreter makes them at start-up. Made once in the
+    worker while fds 0-2 are /dev/null; each child moves its own files onto those fds."""
+    return (
+        io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8"),
+        io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8"),
+        io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
+                         errors="backslashreplace", line_buffering=True),
     )
 
 
@@ -132,8 +153,6 @@ def finish(code):
     try:
         if "threading" in sys.modules:  # only then can there be threads to wait for
             sys.modules["threading"]._shutdown()
-        import atexit
-
         atexit._run_exitfuncs()
     except BaseException:  # noqa: BLE001 - the program's own exit handlers failing
         code = code or 1
@@ -155,87 +174,112 @@ def exit_code_of(error):
 
 
 _preludes = {}
+AST_ONLY = 0x400  # ast.PyCF_ONLY_AST, without importing ast into every child
 
 
-def compiled_prelude(text):
-    """Preludes repeat across every test of a problem: compile each once, in the worker,
-    so every child inherits the code object."""
+def prepared_prelude(text):
+    """(module, code left to run) for a call problem's prelude, made once in the worker.
+
+    The prelude's leading imports of modules the worker already holds (the usual
+    `from typing import *` and friends) run here, into a module object that every child
+    inherits and uses as its own fresh copy: bound here once, not name by name in each
+    child. Whatever follows (constants, helper classes) is the dataset's code and runs in
+    the child, like the program."""
     if text not in _preludes:
-        if len(_preludes) > 256:
+        if len(_preludes) >= 32:  # each holds a namespace every fork copies the page tables of
             _preludes.clear()
         with warnings.catch_warnings():  # dataset code: its warnings are not the caller's business
             warnings.simplefilter("ignore")
-            _preludes[text] = compile(text, "prelude.py", "exec")
+            tree = compile(text, "prelude.py", "exec", AST_ONLY)
+            body = tree.body
+            split = 0
+            while split < len(body) and is_loaded_import(body[split]):
+                split += 1
+            module = types.ModuleType("solution")
+            module.__builtins__ = builtins
+            exec(compile(type(tree)(body=body[:split], type_ignores=[]), "prelude.py", "exec"), module.__dict__)
+            rest = compile(type(tree)(body=body[split:], type_ignores=[]), "prelude.py", "exec") if body[split:] else None
+        _preludes[text] = (module, rest)
     return _preludes[text]
 
 
-def child_main(request, source, stdin_path, directory, result_fd, out_fd, err_fd, uid):
-    """Runs in the forked child; never returns."""
+def is_loaded_import(node):
+    """An `import a.b` or `from a import ...` statement whose modules are all loaded."""
+    kind = type(node).__name__
+    if kind == "Import":
+        return all(alias.name in sys.modules for alias in node.names)
+    return kind == "ImportFrom" and node.level == 0 and node.module in sys.modules and node.module != "__future__"
+
+
+_programs = {}
+
+
+def compiled_program(source):
+    """(code, what compiling printed, syntax error text) for a program, compiled once per
+    distinct source in the worker so that every test's child inherits the code object.
+    Compiling runs nothing of the program; sources over COMPILE_IN_WORKER_BYTES are left
+    to the child (code None), whose memory and CPU limits then bound the compiler."""
+    if len(source) > COMPILE_IN_WORKER_BYTES:
+        return None, b"", None
+    if source not in _programs:
+        if len(_programs) >= 64:
+            _programs.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                code, error = compile(source, CHILD_FILE, "exec"), None
+            except COMPILE_ERRORS as exc:
+                code, error = None, "".join(traceback.format_exception(exc, limit=0)).encode()
+        notes = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line) for w in caught)
+        _programs[source] = (code, notes.encode(), error)
+    return _programs[source]
+
+
+def child_main(request, code, compile_notes, fds, limits, uid):
+    """Runs in the forked child; never returns. Everything that can be done once in the
+    worker is (see `prepare_worker`): on these machines each page a child writes costs a
+    copy-on-write fault, so the child does as little as it can."""
     try:
         os.setsid()
-        os.chdir(directory)
-        os.dup2(os.open(stdin_path, os.O_RDONLY), 0)
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
-        os.dup2(result_fd, RESULT_FD)
-        os.closerange(RESULT_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-        time_limit = request["time_limit_s"]
-        cpu_soft = math.ceil(time_limit) + 1
-        limits = {
-            resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
-            resource.RLIMIT_AS: (request["memory_bytes"],) * 2,
-            resource.RLIMIT_FSIZE: (request["output_bytes"],) * 2,
-            resource.RLIMIT_NOFILE: (256, 256),
-            resource.RLIMIT_CORE: (0, 0),
-        }
-        if uid is not None:
-            limits[resource.RLIMIT_NPROC] = (request["max_processes"],) * 2
-        for limit, value in limits.items():
+        for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file
+            os.dup2(fd, target)
+        os.closerange(RESULT_FD + 1, MAX_FD)
+        for limit, value in limits:
             resource.setrlimit(limit, value)
-        for signum in (signal.SIGXFSZ, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_DFL)
         if uid is not None:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-        LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # The worker's own environment is already the scrubbed one (see main()).
-        os.environ["HOME"] = os.environ["TMPDIR"] = directory
-        sys.argv = ["solution.py"]
-        sys.path[:0] = [directory]
-        # glibc sizes new threads' stacks by RLIMIT_STACK, which the worker raised for deep
-        # recursion; 16 MiB keeps threads within the memory limit.
-        _thread.stack_size(16 * 1024 * 1024)
-        fresh_std_streams()
+        sys.argv = CHILD_ARGV
+        sys.path.insert(0, CHILD_DIRECTORY)
+        sys.stderr = sys.__stderr__ = CHILD_STREAMS[2]  # stdin and stdout already are
         # CPU time of every thread; the default action ends the process. RLIMIT_CPU backs
         # it up should the program catch SIGPROF.
-        signal.setitimer(signal.ITIMER_PROF, time_limit)
+        signal.setitimer(signal.ITIMER_PROF, request["time_limit_s"])
     except BaseException:  # noqa: BLE001 - set-up failed: report it, never run the program
         os.write(2, traceback.format_exc().encode())
         os._exit(242)
 
-    result = os.fdopen(RESULT_FD, "wb", buffering=0)
-    try:
-        code = compile(source, os.path.join(directory, "solution.py"), "exec")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        traceback.print_exc(limit=0)
-        result.write(b"S")
-        finish(1)
-    result.write(b"C")  # compiled: what follows is the program's own doing
+    if compile_notes:  # what the interpreter would have printed while compiling
+        os.write(2, compile_notes)
+    if code is None:  # too large to compile in the worker: compile here
+        try:
+            code = compile(request["source"], CHILD_FILE, "exec")
+        except COMPILE_ERRORS:
+            traceback.print_exc(limit=0)
+            os.write(RESULT_FD, b"S")
+            finish(1)
+    os.write(RESULT_FD, b"C")  # compiled: what follows is the program's own doing
     status = 0
     try:
         if request["kind"] == "stdin":
-            main = types.ModuleType("__main__")
-            main.__file__ = os.path.join(directory, "solution.py")
-            main.__builtins__ = __builtins__
-            sys.modules["__main__"] = main
-            exec(code, main.__dict__)
+            sys.modules["__main__"] = CHILD_MAIN
+            exec(code, CHILD_MAIN.__dict__)
         else:
-            module = types.ModuleType("solution")
-            module.__builtins__ = __builtins__
+            module, rest = prepared_prelude(request["prelude"])
             sys.modules["solution"] = module
-            exec(compiled_prelude(request["prelude"]), module.__dict__)
+            if rest is not None:
+                exec(rest, module.__dict__)
             exec(code, module.__dict__)
             function = resolve_entry_point(module.__dict__, request["entry_point"])
             arguments = [json.loads(line) for line in request["arguments"]]
@@ -243,15 +287,21 @@ def child_main(request, source, stdin_path, directory, result_fd, out_fd, err_fd
             try:
                 encoded = json.dumps(to_jsonable(value)).encode()
             except (TypeError, ValueError) as error:
-                result.write(b"U" + str(error)[:300].encode())
+                os.write(RESULT_FD, b"U" + str(error)[:300].encode())
             else:
-                result.write(b"R" + encoded)
+                write_all(RESULT_FD, b"R" + encoded)
     except SystemExit as error:
         status = exit_code_of(error)
     except BaseException:  # noqa: BLE001 - the program's uncaught exception
         traceback.print_exc()
         status = 1
     finish(status)
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def wait_with_backstop(pid, wall_limit):
@@ -278,13 +328,20 @@ def kill_group(pgid):
         pass
 
 
+def leftover_children():
+    """Pids of the zygote's children. As a subreaper it inherits every orphan of a run, so
+    after the run's own child is reaped, anything listed here is something the run left."""
+    fd = os.open(CHILDREN_FILE, os.O_RDONLY)
+    try:
+        return [int(pid) for pid in os.read(fd, 1 << 16).split()]
+    finally:
+        os.close(fd)
+
+
 def sweep(uid):
-    """Kill and reap every process left over from a run (daemons, double forks). As a
-    subreaper the zygote inherits orphans, so /proc lists them as its children."""
-    children_file = f"/proc/self/task/{os.getpid()}/children"
+    """Kill and reap every process left over from a run (daemons, double forks)."""
     for _ in range(100):
-        with open(children_file) as handle:
-            leftovers = [int(pid) for pid in handle.read().split()]
+        leftovers = leftover_children()
         if not leftovers:
             return
         if uid is not None:
@@ -312,43 +369,76 @@ def sweep(uid):
                 break
 
 
-def read_capped(path, cap):
-    with open(path, "rb") as handle:
-        return handle.read(cap + 1)
+def read_back(fd, cap, tail=False):
+    """Up to `cap` + 1 bytes of a memory file (its last `cap` with `tail`)."""
+    size = os.lseek(fd, 0, os.SEEK_END)
+    if tail:
+        return os.pread(fd, min(size, cap), max(0, size - cap))
+    return os.pread(fd, min(size, cap + 1), 0)
 
 
-def run(request, blobs, config, counter):
+def limits_for(request, uid):
+    """The child's rlimits, as (resource, (soft, hard)) pairs."""
+    cpu_soft = math.ceil(request["time_limit_s"]) + 1
+    limits = [
+        (resource.RLIMIT_CPU, (cpu_soft, cpu_soft + 1)),
+        (resource.RLIMIT_AS, (request["memory_bytes"],) * 2),
+        (resource.RLIMIT_FSIZE, (request["output_bytes"],) * 2),
+        (resource.RLIMIT_NOFILE, (256, 256)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
+    if uid is not None:
+        limits.append((resource.RLIMIT_NPROC, (request["max_processes"],) * 2))
+    return limits
+
+
+NO_EXIT_STATUS = {"exit_code": 1, "signal": None, "cpu_s": 0.0, "wall_s": 0.0, "max_rss_kb": 0, "wall_timeout": False}
+
+
+def run(request, blobs, config):
     source, stdin = blobs
-    directory = os.path.join(config["tmp_root"], f"run-{os.getpid()}-{counter}")
-    os.mkdir(directory, 0o700)
+    source = source.decode("utf-8", "replace")
+    code, notes, syntax_error = compiled_program(source)
+    if syntax_error is not None:  # nothing to run: reply as the child would have
+        return NO_EXIT_STATUS, [b"", notes + syntax_error, b"S"]
+    if request["kind"] == "call":
+        try:  # before the fork, so that every child inherits the module
+            prepared_prelude(request["prelude"])
+        except Exception as error:  # noqa: BLE001 - a broken problem, not the program's fault
+            return {"error": f"the problem's prelude fails: {error!r}"[:2000]}, []
+    if code is None:
+        request["source"] = source
     uid = config["uid"]
     try:
-        stdin_path = os.path.join(directory, ".stdin")
-        with open(stdin_path, "wb") as handle:
-            handle.write(stdin)
-        paths = [os.path.join(directory, name) for name in (".stdout", ".stderr", ".result")]
-        fds = [os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600) for path in paths]
+        os.mkdir(CHILD_DIRECTORY, 0o700)
+    except FileExistsError:  # the last run's could not be removed
+        shutil.rmtree(CHILD_DIRECTORY, ignore_errors=True)
+        os.mkdir(CHILD_DIRECTORY, 0o700)
+    fds = [os.memfd_create(name, 0) for name in ("stdin", "stdout", "stderr", "result")]
+    try:
+        write_all(fds[0], stdin)
+        os.lseek(fds[0], 0, os.SEEK_SET)
         if uid is not None:
-            os.chown(directory, uid, uid)
-        if request["kind"] == "call":
-            try:  # before the fork, so that every child inherits the code object
-                compiled_prelude(request["prelude"])
-            except (SyntaxError, ValueError, MemoryError, RecursionError) as error:
-                return {"error": f"the problem's prelude does not compile: {error!r}"[:2000]}, []
+            os.chown(CHILD_DIRECTORY, uid, uid)
+        os.chdir(CHILD_DIRECTORY)  # the child inherits it
+        limits = limits_for(request, uid)
         pid = os.fork()
         if pid == 0:
-            child_main(request, source.decode("utf-8", "replace"), stdin_path, directory, fds[2], fds[0], fds[1], uid)
+            child_main(request, code, notes, fds, limits, uid)
+        status, rusage, wall, wall_timeout = wait_with_backstop(pid, request["wall_limit_s"])
+        if wall_timeout or leftover_children():
+            kill_group(pid)
+            sweep(uid)
+        cap = request["output_bytes"]
+        out = [read_back(fds[1], cap), read_back(fds[2], 4096, tail=True), read_back(fds[3], cap)]
+    finally:
         for fd in fds:
             os.close(fd)
-        status, rusage, wall, wall_timeout = wait_with_backstop(pid, request["wall_limit_s"])
-        kill_group(pid)
-        sweep(uid)
-        cap = request["output_bytes"]
-        stdout = read_capped(paths[0], cap)
-        stderr = read_capped(paths[1], cap)[-4096:]
-        result = read_capped(paths[2], cap)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        os.chdir("/")
+        try:
+            os.rmdir(CHILD_DIRECTORY)
+        except OSError:  # the program left files
+            shutil.rmtree(CHILD_DIRECTORY, ignore_errors=True)
     header = {
         "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
@@ -357,7 +447,7 @@ def run(request, blobs, config, counter):
         "max_rss_kb": rusage.ru_maxrss,
         "wall_timeout": wall_timeout,
     }
-    return header, [stdout, stderr, result]
+    return header, out
 
 
 def raise_stack_limit_and_reexec():
@@ -400,12 +490,54 @@ print(solve(int(input()), list(map(int, sys.stdin.read().split()))))
 """
 
 
-def main():
-    raise_stack_limit_and_reexec()
-    warm_up()
+def prepare_worker(config, requests, replies):
+    """Do once, in the worker, what every child would otherwise do for itself: each child
+    inherits the result. Returns the request and reply fds, moved off 0-3."""
+    global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR
+    # Move the pipes up and put /dev/null on fds 0-3, so that the streams every child
+    # uses can be made here (they see a seekable file, as a child's stdin is) and no
+    # memory file of a run lands on 0-3.
+    requests, replies = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (requests, replies))
+    worker_stderr = fcntl.fcntl(2, fcntl.F_DUPFD_CLOEXEC, 10)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in range(4):
+        if fd != null:
+            os.dup2(null, fd)
+    # The children's streams are made here, and are the worker's sys.std* as well (a
+    # child that swapped them in would free the worker's, touching all their pages).
+    CHILD_STREAMS = std_streams()
+    sys.stdin = sys.__stdin__ = CHILD_STREAMS[0]
+    sys.stdout = sys.__stdout__ = CHILD_STREAMS[1]
+    sys.stderr = sys.__stderr__ = WORKER_STDERR = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(worker_stderr, "w", closefd=False)), line_buffering=True)
+    CHILD_DIRECTORY = os.path.join(config["tmp_root"], f"run-{os.getpid()}")
+    CHILD_FILE = os.path.join(CHILD_DIRECTORY, "solution.py")
+    CHILD_MAIN = types.ModuleType("__main__")
+    CHILD_MAIN.__file__, CHILD_MAIN.__builtins__ = CHILD_FILE, builtins
+    CHILDREN_FILE = f"/proc/self/task/{os.getpid()}/children"
+    # The worker's environment is already the scrubbed one; only these name the run.
+    os.environ["HOME"] = os.environ["TMPDIR"] = CHILD_DIRECTORY
+    # Inherited by every child: exec of a setuid program gains nothing; programs get the
+    # default signal actions (an interpreter start ignores SIGPIPE and SIGXFSZ, but the
+    # limits rely on their default actions: a child killed by SIGXFSZ is over the output
+    # limit); glibc sizes threads' stacks by RLIMIT_STACK, which the worker raised for
+    # deep recursion, and 16 MiB keeps threads within the memory limit.
+    LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    for signum in (signal.SIGXFSZ, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    _thread.stack_size(16 * 1024 * 1024)
     # -S skipped site, which is what defines quit() and exit(); programs use them.
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
+    warm_up()
+    # Everything made so far lives as long as the worker: keep the collector off it, so a
+    # child's collections do not touch (and copy) the worker's pages.
+    gc.freeze()
+    return requests, replies
+
+
+def main():
+    raise_stack_limit_and_reexec()
     config = json.loads(sys.argv[1])
     # Started with -S: site-packages are on the path, but no .pth file ran here.
     sys.path.extend(path for path in config["site_paths"] if path not in sys.path)
@@ -415,9 +547,8 @@ def main():
     LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # No parent-death signal here: it follows the parent *thread*. The zygote ends when
     # its request pipe reaches EOF, which happens however the caller exits.
-    requests, replies = 0, 1
+    requests, replies = prepare_worker(config, 0, 1)
     write_message(replies, {"ready": True, "pid": os.getpid()})
-    counter = 0
     while True:
         try:
             request, blobs = read_message(requests)
@@ -425,9 +556,8 @@ def main():
             return  # the caller is gone
         if request.get("op") == "exit":
             return
-        counter += 1
         try:
-            header, out = run(request, blobs, config, counter)
+            header, out = run(request, blobs, config)
         except Exception:  # noqa: BLE001 - report the zygote's own failure, keep serving
             header, out = {"error": traceback.format_exc()[-2000:]}, []
         write_message(replies, header, out)
