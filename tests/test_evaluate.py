@@ -176,3 +176,12 @@ def test_many_evaluations_leak_no_process_fd_or_temp_dir(tmp_path):
     assert _open_fds() <= fds_before
     leftover = {p for p in set(Path("/tmp").iterdir()) - temp_before if p.name.startswith("microcoder")}
     assert leftover == set()
+
+
+def test_the_evaluator_does_not_import_torch():
+    # A second of start-up and a few hundred MB, and its BLAS threads compete with the runs.
+    import subprocess
+    import sys
+
+    code = "import sys, microcoder.evaluator, microcoder.cli; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

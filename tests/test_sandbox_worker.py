@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
-from microcoder.evaluator.sandbox import Sandbox
+from microcoder.evaluator.sandbox import RUN_ENVIRONMENT, Sandbox
 from tests.helpers import call_problem
 
 
@@ -79,3 +79,8 @@ def test_syntax_errors_and_compile_warnings_read_as_the_interpreter_prints_them(
     assert b"SyntaxWarning: assertion is always true" in warned.stderr
     again = sandbox.run_program("assert (1, 'always true')\nprint(2)\n")  # compiled once, told every time
     assert b"SyntaxWarning" in again.stderr
+
+
+def test_a_run_sees_only_the_scrubbed_environment(sandbox):
+    run = sandbox.run_program("import os\nprint(sorted(os.environ))\n")
+    assert run.stdout.decode().strip() == str(sorted([*RUN_ENVIRONMENT, "HOME", "TMPDIR"]))

@@ -1,49 +1,41 @@
 """The math of training and evaluation as pure functions (no I/O, no training framework)."""
 
-from microcoder.algorithms.advantages import ADVANTAGE_MODES, group_advantages
-from microcoder.algorithms.dapo import GroupFilter, dynamic_sampling_filter, overlong_penalty
-from microcoder.algorithms.diversity import batch_diversity, group_diversity, jaccard_distance, ngram_set
-from microcoder.algorithms.logprobs import entropy_from_logits, token_logprobs
-from microcoder.algorithms.losses import (
-    AGGREGATION_MODES,
-    KL_ESTIMATORS,
-    aggregate_loss,
-    clipped_policy_loss,
-    kl_estimate,
-)
-from microcoder.algorithms.masking import (
-    NON_INCORRECT_VERDICTS,
-    WRONG_VERDICTS,
-    TruncationMask,
-    conditional_truncation_mask,
-    is_repetitive,
-    non_incorrect,
-)
-from microcoder.algorithms.pass_at_k import mean_pass_at_k, pass_at_k
+# Names resolve on first use (PEP 562), so that importing one submodule (the evaluator
+# needs only pass_at_k) does not import torch through the others.
+import importlib
 
-__all__ = [
-    "ADVANTAGE_MODES",
-    "AGGREGATION_MODES",
-    "KL_ESTIMATORS",
-    "NON_INCORRECT_VERDICTS",
-    "WRONG_VERDICTS",
-    "GroupFilter",
-    "TruncationMask",
-    "aggregate_loss",
-    "batch_diversity",
-    "clipped_policy_loss",
-    "conditional_truncation_mask",
-    "dynamic_sampling_filter",
-    "entropy_from_logits",
-    "group_advantages",
-    "group_diversity",
-    "is_repetitive",
-    "jaccard_distance",
-    "kl_estimate",
-    "mean_pass_at_k",
-    "ngram_set",
-    "non_incorrect",
-    "overlong_penalty",
-    "pass_at_k",
-    "token_logprobs",
-]
+_SUBMODULE_OF = {
+    "ADVANTAGE_MODES": "advantages",
+    "AGGREGATION_MODES": "losses",
+    "GroupFilter": "dapo",
+    "KL_ESTIMATORS": "losses",
+    "NON_INCORRECT_VERDICTS": "masking",
+    "TruncationMask": "masking",
+    "WRONG_VERDICTS": "masking",
+    "aggregate_loss": "losses",
+    "batch_diversity": "diversity",
+    "clipped_policy_loss": "losses",
+    "conditional_truncation_mask": "masking",
+    "dynamic_sampling_filter": "dapo",
+    "entropy_from_logits": "logprobs",
+    "group_advantages": "advantages",
+    "group_diversity": "diversity",
+    "is_repetitive": "masking",
+    "jaccard_distance": "diversity",
+    "kl_estimate": "losses",
+    "mean_pass_at_k": "pass_at_k",
+    "ngram_set": "diversity",
+    "non_incorrect": "masking",
+    "overlong_penalty": "dapo",
+    "pass_at_k": "pass_at_k",
+    "token_logprobs": "logprobs",
+}
+__all__ = sorted(_SUBMODULE_OF)
+
+
+def __getattr__(name: str):
+    if name not in _SUBMODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_SUBMODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value

@@ -538,6 +538,8 @@ def prepare_worker(config, requests, replies):
 
 def main():
     raise_stack_limit_and_reexec()
+    for name in ("LD_BIND_NOW", "MICROCODER_ZYGOTE_REEXEC"):  # their work is done (see sandbox.Worker)
+        os.environ.pop(name, None)  # runs see the scrubbed environment only
     config = json.loads(sys.argv[1])
     # Started with -S: site-packages are on the path, but no .pth file ran here.
     sys.path.extend(path for path in config["site_paths"] if path not in sys.path)

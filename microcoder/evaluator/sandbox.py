@@ -167,7 +167,10 @@ class Worker:
             [*plan.command_prefix, sys.executable, "-I", "-S", str(ZYGOTE), json.dumps(zygote_config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=RUN_ENVIRONMENT,
+            # Bind every symbol of the interpreter at start, in the worker: a run forked from
+            # it then never writes the lazily bound symbol table (each write a page copy).
+            # The worker drops the variable from the environment its runs see.
+            env={**RUN_ENVIRONMENT, "LD_BIND_NOW": "1"},
             close_fds=True,
             start_new_session=True,  # a Ctrl-C at our terminal is ours to handle, not the worker's
         )
