@@ -132,6 +132,17 @@ def test_test_shared_by_many_problems_is_dropped(tmp_path):
     assert problems[0].metadata["dropped_tests"] == {"test shared with many other problems of the file": 1}
 
 
+def test_shared_test_is_dropped_when_tests_are_a_json_string(tmp_path):
+    shared = {"input": "9\n", "output": "1\n", "testtype": "stdin"}
+    records = [
+        {"problem": f"Problem {i}", "starter_code": "",
+         "tests": json.dumps([{"input": f"{i}\n", "output": f"{i}\n", "testtype": "stdin"}, shared])}
+        for i in range(4)
+    ]
+    problems, _ = load_problems(write_json(tmp_path / "lcb.json", records))
+    assert [len(p.tests) for p in problems] == [1, 1, 1, 1]
+
+
 def test_missing_field_names_file_row_and_field(tmp_path):
     path = write_json(tmp_path / "lcb.json", [STDIN_PROBLEM, {"problem": "x", "tests": []} | {"starter_code": 3}])
     problems, rejects = load_problems(path, "livecodebench")

@@ -286,6 +286,11 @@ def _statement_hash(text: str) -> str:
 def _test_pairs(format: str, record: dict[str, Any]) -> list[tuple[str, str]]:
     """(input, output) pairs of a raw record, for finding tests shared across problems."""
     tests = record.get("tests") if format != "apps" else record.get("test_list")
+    if isinstance(tests, str):  # LiveCodeBench releases that store the list as a JSON string
+        try:
+            tests = json.loads(tests)
+        except json.JSONDecodeError:
+            return []  # the row's own conversion rejects it, naming the field
     pairs: list[tuple[str, str]] = []
     if isinstance(tests, dict):
         inputs, outputs = tests.get("inputs"), tests.get("outputs")
