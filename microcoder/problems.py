@@ -129,7 +129,7 @@ class ProblemFormatError(ValueError):
     """A row of a problems or samples file that cannot be read; names file, row and field."""
 
     def __init__(self, path: str | Path, row: int, field: str, message: str):
-        self.path, self.row, self.field = str(path), row, field
+        self.path, self.row, self.field, self.message = str(path), row, field, message
         super().__init__(f"{path}: row {row}: field '{field}': {message}")
 
 

@@ -333,6 +333,14 @@ def test_humaneval_recording(tmp_path, sandbox):
     assert [r.reason for r in rejects] == ["reference fails its own tests", "no tests left (not JSON-representable argument: set)"]
 
 
+def test_recording_tests_that_draw_random_inputs_is_reproducible(tmp_path, sandbox):
+    drawn = dict(HUMANEVAL_RECORD, test="import random\n\ndef check(candidate):\n"
+                 "    for _ in range(3):\n        a = random.randint(0, 10 ** 9)\n        assert candidate(a, 1) == a + 1\n")
+    path = write_jsonl(tmp_path / "HumanEval.jsonl.gz", [drawn])
+    builds = [[(t.input, t.output) for t in load_problems(path, sandbox=sandbox)[0][0].tests] for _ in range(2)]
+    assert len(builds[0]) == 3 and builds[0] == builds[1]
+
+
 def test_mbpp_and_humanevalpack_recording(tmp_path, sandbox):
     mbpp = write_jsonl(tmp_path / "MBPP.jsonl", [{
         "task_id": 7, "text": "Write a function to square a number.", "code": "def square(x):\r\n\treturn x * x",

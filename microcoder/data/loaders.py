@@ -35,7 +35,7 @@ from microcoder.data.literals import (
     literal,
     matches_annotation,
 )
-from microcoder.problems import Checker, Problem, ProblemFormatError, TestCase
+from microcoder.problems import Checker, Problem, ProblemFormatError, TestCase, iter_jsonl
 
 FORMATS = (
     "livecodebench",
@@ -142,24 +142,25 @@ def _read_records(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     .jsonl(.gz) file. A JSON list that does not parse is one error at row 0."""
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:
-        text = handle.read()
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as error:
-            yield 0, None, f"file is not valid JSON: {error.msg} at line {error.lineno}"
+        head = ""
+        while not head.strip() and (chunk := handle.read(4096)):
+            head += chunk
+        if head.lstrip().startswith("["):
+            text = head + handle.read()
+            try:
+                records = json.loads(text)
+            except json.JSONDecodeError as error:
+                yield 0, None, f"file is not valid JSON: {error.msg} at line {error.lineno}"
+                return
+            for row, record in enumerate(records, start=1):
+                yield row, record, None
             return
-        for row, record in enumerate(records, start=1):
-            yield row, record, None
-        return
-    for row, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield row, json.loads(line), None
-        except json.JSONDecodeError as error:
-            yield row, None, f"line is not JSON: {error.msg}"
+    errors: list[ProblemFormatError] = []
+    for row, record in iter_jsonl(path, on_error=errors.append):
+        yield from ((error.row, None, f"line is not JSON: {error.message}") for error in errors)
+        errors.clear()
+        yield row, record, None
+    yield from ((error.row, None, f"line is not JSON: {error.message}") for error in errors)
 
 
 def detect_format(path: str | Path, first_record: Any = None) -> str:

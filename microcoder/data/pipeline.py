@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.data.loaders import Reject
-from microcoder.problems import Problem, ProblemFormatError, read_problems
+from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, read_problems
 
 STAGES = ("ingest", "validate", "dedup", "decontaminate", "difficulty", "export")
 PIPELINE_VERSION = 3
@@ -329,17 +329,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_json_lines(path: Path) -> list[dict]:
+    """The records of a JSONL file of ours (caches, rejects); none when it is absent. A
+    line that is not JSON (cut by an interruption) is skipped: its work is redone."""
     if not path.exists():
         return []
-    records = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a cache line cut by an interruption: recomputed
-    return records
+    return [record for _, record in iter_jsonl(path, on_error=lambda error: None)]
 
 
 def read_stage_problems(path: Path, stage: str) -> tuple[list[Problem], list[Reject]]:
