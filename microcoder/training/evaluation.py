@@ -41,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from microcoder.algorithms.pass_at_k import pass_at_k
-from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, read_problems
+from microcoder.problems import Problem, ProblemFormatError, iter_jsonl
 from microcoder.training.generation import GeneratedText
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
@@ -211,12 +211,9 @@ def _difficulty_order(names) -> list[str]:
 
 def load_eval_problems(spec: str, seed: int = 0) -> list[Problem]:
     """A problems JSONL path, or "default": the held-out split of the default problems."""
-    if spec == "default":
-        from microcoder.training.tasks import default_problems
+    from microcoder.training.tasks import named_problems
 
-        _, held_out = default_problems(seed)
-        return list(held_out)
-    return read_problems(spec)
+    return named_problems(spec, "heldout", seed)
 
 
 def run_eval(config: EvalConfig, console: Console | None = None, generator: ResponseGenerator | None = None,

@@ -191,14 +191,9 @@ class ProbeReport:
 
 def probe_problems(spec: str, num_prompts: int, seed: int, problems_seed: int = 0) -> list:
     """A seeded sample of `num_prompts` problems from a JSONL file or the default training split."""
-    from microcoder.problems import read_problems
+    from microcoder.training.tasks import named_problems
 
-    if spec == "default":
-        from microcoder.training.tasks import default_problems
-
-        problems, _ = default_problems(problems_seed)
-    else:
-        problems = read_problems(spec)
+    problems = named_problems(spec, "train", problems_seed)
     if not problems:
         raise ValueError(f"no problems in {spec}")
     return random.Random(seed).sample(problems, min(num_prompts, len(problems)))

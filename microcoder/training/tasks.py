@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from microcoder.problems import Problem
+from microcoder.problems import Problem, read_problems
 
 SOURCE = "microcoder-synthetic"
 TESTS_PER_PROBLEM = 6
@@ -424,3 +424,14 @@ def default_problems(seed: int = 0, train_per_template: int = 4,
         train += [_problem(template, v, "train", i) for i, v in enumerate(chosen[:train_per_template])]
         held_out += [_problem(template, v, "held_out", i) for i, v in enumerate(chosen[train_per_template:])]
     return train, held_out
+
+
+def named_problems(spec: str, split: str, seed: int = 0) -> list[Problem]:
+    """The problems a config names: a canonical JSONL path, or "default" for the `split`
+    ("train" or "heldout") of the default problems drawn with `seed`."""
+    if spec != "default":
+        return read_problems(spec)
+    if split not in ("train", "heldout"):
+        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+    train, heldout = default_problems(seed)
+    return list(train if split == "train" else heldout)

@@ -483,18 +483,12 @@ def freeze_below_top_layers(model, count: int) -> None:
 
 def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     """(train, held-out) problems named by config.problems / heldout_problems / heldout_size."""
-    from microcoder.problems import read_problems
+    from microcoder.training.tasks import named_problems
 
-    if config.problems == "default":
-        from microcoder.training.tasks import default_problems
-
-        train, heldout = default_problems(config.seed)
-        train, heldout = list(train), list(heldout)[: config.heldout_size]
-    else:
-        train = read_problems(config.problems)
-        heldout = []
+    train = named_problems(config.problems, "train", config.seed)
+    heldout = named_problems("default", "heldout", config.seed)[: config.heldout_size] if config.problems == "default" else []
     if config.heldout_problems is not None:
-        heldout = read_problems(config.heldout_problems)
+        heldout = named_problems(config.heldout_problems, "heldout", config.seed)
     elif config.problems != "default":
         shuffled = list(train)
         random.Random(config.seed).shuffle(shuffled)
