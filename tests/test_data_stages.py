@@ -3,6 +3,8 @@ contamination matching, pass-rate band and date filters. No sandbox, no ../share
 
 from __future__ import annotations
 
+import json
+
 from microcoder.data.decontaminate import ContaminationIndex
 from microcoder.data.dedup import deduplicate, exact_key, jaccard, shingles
 from microcoder.data.difficulty import difficulty, passes_band
@@ -191,3 +193,18 @@ def test_hf_spec_and_source_names():
     assert source_name(SourceConfig(path="../shared/data/mbpp/MBPP.jsonl")) == "MBPP"
     assert source_name(SourceConfig(path="a/LeetCodeDataset-v0.3.1-test.jsonl.gz")) == "LeetCodeDataset-v0.3.1-test"
     assert source_name(SourceConfig(path="hf:org/set:test")) == "org_set_test"
+
+
+def test_a_canonical_source_keeps_good_rows_and_names_each_bad_one(tmp_path):
+    from microcoder.data.ingest import load_source
+    from microcoder.data.pipeline import SourceConfig
+
+    good = {"id": "a", "prompt": "p", "kind": "stdin", "tests": [{"input": "1", "output": "1"}]}
+    lines = [json.dumps(good), "{not json", json.dumps(good), json.dumps(dict(good, id="b", kind="neither"))]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    config = PipelineConfig(sources=[], progress=False, base_dir=str(tmp_path))
+    problems, rejects = load_source(config, SourceConfig(path=str(path), format="canonical"), StageContext(config))
+    assert [problem.id for problem in problems] == ["a"]
+    assert [(r.row, r.field, r.reason) for r in rejects] == [
+        (2, "(json)", "unparseable row"), (3, "id", "duplicate id"), (4, "kind", "invalid record")]

@@ -34,7 +34,7 @@ from microcoder.data.pipeline import (
     write_json_atomic,
     write_lines_atomic,
 )
-from microcoder.problems import Problem, ProblemFormatError, parse_problem
+from microcoder.problems import Problem, ProblemFormatError, read_problems
 
 CANONICAL_FIELDS = {"id", "prompt", "kind", "tests"}
 
@@ -125,22 +125,6 @@ def _decode_json_columns(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _canonical(path: Path, records: list[tuple[int, Any]]) -> tuple[list[Problem], list[Reject]]:
-    problems, rejects, seen = [], [], set()
-    for row, record in records:
-        try:
-            problem = parse_problem(record, path, row)
-            if problem.id in seen:
-                raise ProblemFormatError(path, row, "id", f"duplicate id {problem.id!r}")
-        except ProblemFormatError as error:
-            reason = "duplicate id" if error.field == "id" and "duplicate" in str(error) else "invalid record"
-            rejects.append(Reject(str(path), row, error.field, reason, str(error), None))
-            continue
-        seen.add(problem.id)
-        problems.append(problem)
-    return problems, rejects
-
-
 def _first_record(path: Path) -> Any:
     from microcoder.data.loaders import _read_records
 
@@ -182,16 +166,14 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
     format = source.format
     first = _first_record(path)
     if format == "canonical" or (format == "auto" and isinstance(first, dict) and CANONICAL_FIELDS <= set(first)):
-        from microcoder.data.loaders import _read_records
+        rejects: list[Reject] = []
 
-        records, rejects = [], []
-        for row, record, error in _read_records(path):
-            if error is not None:
-                rejects.append(Reject(str(path), row, "(json)", "unparseable row", error, None))
-            else:
-                records.append((row, record))
-        problems, more = _canonical(path, records)
-        return problems, sorted(rejects + more, key=lambda r: r.row)
+        def on_error(error: ProblemFormatError) -> None:
+            reason = ("unparseable row" if error.field == "(json)" else
+                      "duplicate id" if error.field == "id" and error.message.startswith("duplicate id") else "invalid record")
+            rejects.append(Reject(str(path), error.row, error.field, reason, str(error), None))
+
+        return read_problems(path, on_error=on_error), rejects
     if format == "auto":
         format = detect_format(path, first)
     sandbox = context.evaluator().sandbox if format in ASSERT_FORMATS else None
