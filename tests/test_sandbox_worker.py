@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
-from microcoder.evaluator.sandbox import RUN_ENVIRONMENT, Sandbox
+from microcoder.evaluator.sandbox import RUN_ENVIRONMENT, Sandbox, isolation_plan
 from tests.helpers import call_problem
 
 
@@ -84,3 +84,63 @@ def test_syntax_errors_and_compile_warnings_read_as_the_interpreter_prints_them(
 def test_a_run_sees_only_the_scrubbed_environment(sandbox):
     run = sandbox.run_program("import os\nprint(sorted(os.environ))\n")
     assert run.stdout.decode().strip() == str(sorted([*RUN_ENVIRONMENT, "HOME", "TMPDIR"]))
+
+
+def worker_peak_rss_mb(sandbox):
+    [worker] = sandbox._all
+    status = open(f"/proc/{worker.process.pid}/status").read()
+    return int(status.split("VmHWM:")[1].split()[0]) / 1024
+
+
+def compile_bomb(depth, breaks):
+    """A few KB of source whose code object is gigabytes: each `finally` body is compiled
+    once per way out of its `try`, and each `break` is another way out."""
+    def level(remaining, indent):
+        pad = " " * indent
+        if remaining == 0:
+            return pad + "c = c + 1\n"
+        body = "".join(f"{pad}        if c: break\n" for _ in range(breaks))
+        return f"{pad}while c:\n{pad}    try:\n{body}{pad}    finally:\n" + level(remaining - 1, indent + 8)
+    return "def f(c):\n" + level(depth, 4) + "print('compiled')\n"
+
+
+def test_compiling_a_compiler_bomb_costs_the_run_not_the_worker(sandbox):
+    sandbox.run_program("print(1)")  # the worker is up
+    before = worker_peak_rss_mb(sandbox)
+    bomb = compile_bomb(5, 10)  # 2.5 KB; compiled in the worker itself, it took it to ~475 MB
+    assert len(bomb) < 4000
+    run = sandbox.run(bomb, time_limit_s=1.0, memory_limit_mb=256)
+    assert run.status == "memory_limit_exceeded", run
+    assert worker_peak_rss_mb(sandbox) - before < 64
+    assert sandbox.run_program("print(2)").stdout == b"2\n"
+
+
+def test_a_run_cannot_find_an_earlier_samples_program(sandbox):
+    sandbox.run_program("print(1)  # the answer of sample " + "ONE-1234")
+    search = textwrap.dedent("""
+        import gc
+        def holds(marker):
+            for obj in gc.get_objects():
+                texts = obj.keys() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+                if any(isinstance(text, str) and marker in text for text in texts):
+                    return True
+            return False
+        # Markers joined at run time: a constant "a" + "b" would sit folded in this code's constants.
+        print(holds(" ".join(["sample", "ONE-1234"])), holds(" ".join(["sample", "TWO-5678"])))  # sample TWO-5678
+    """)
+    assert sandbox.run_program(search).stdout == b"False True\n"  # its own program it finds
+
+
+def test_a_tree_too_deep_to_remove_simply_does_not_stop_the_next_run(sandbox):
+    deep = "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')\n"
+    assert sandbox.run_program(deep).stdout == b"deep\n"
+    assert sandbox.run_program("import os\nprint(os.listdir('.'))").stdout == b"[]\n"
+
+
+@pytest.mark.skipif(not (isolation_plan("auto").switch_uid and isolation_plan("auto").isolate_filesystem),
+                    reason="needs root with namespaces (the shared temp directories are the worker's own)")
+def test_what_a_run_leaves_in_the_shared_temp_directories_is_gone_for_the_next(sandbox):
+    litter = "import os\nfor path in ('/tmp/beacon', '/var/tmp/beacon', '/dev/shm/beacon'):\n    open(path, 'w').write('x')\n"
+    assert sandbox.run_program(litter).status == "ok"
+    look = "import os\nprint([os.path.exists(p) for p in ('/tmp/beacon', '/var/tmp/beacon', '/dev/shm/beacon')])"
+    assert sandbox.run_program(look).stdout == b"[False, False, False]\n"

@@ -28,6 +28,7 @@ Messages in both directions are framed as `_wire.py` says.
 
 import ctypes
 import json
+import marshal
 import math
 import os
 import resource
@@ -67,12 +68,16 @@ STACK_BYTES = 512 * 1024 * 1024  # deep recursion in solutions (lru_cache recurs
 RESULT_FD = 3  # the child writes b"C" once compiled, then (call mode) its return value
 MAX_FD = 1 << 16
 COMPILE_IN_WORKER_BYTES = 1 << 20  # larger sources compile in the child, under its limits
-COMPILE_ERRORS = (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError)
+COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, OverflowError)  # MemoryError is the limit's
+MAX_COMPILED_BYTES = 16 << 20  # a larger code object is compiled by each child instead of kept
 # Set by prepare_worker(): what every child uses as it is.
 CHILD_DIRECTORY = CHILD_FILE = CHILD_MAIN = None
 CHILD_ARGV = ["solution.py"]
 CHILD_STREAMS = ()
 CHILDREN_FILE = WORKER_STDERR = None
+SHARED_TMP = {}  # isolated workers: shared temp directory -> (size, mtime) after the last clean-up
+KEEP_IN_SHARED_TMP = set()
+RETIRING = False
 
 
 def check(result, what):
@@ -211,27 +216,87 @@ def is_loaded_import(node):
     return kind == "ImportFrom" and node.level == 0 and node.module in sys.modules and node.module != "__future__"
 
 
-_programs = {}
+_program = (None, None)  # (source, compiled_program's answer) of the latest program only
 
 
-def compiled_program(source):
-    """(code, what compiling printed, syntax error text) for a program, compiled once per
-    distinct source in the worker so that every test's child inherits the code object.
-    Compiling runs nothing of the program; sources over COMPILE_IN_WORKER_BYTES are left
-    to the child (code None), whose memory and CPU limits then bound the compiler."""
+def compiled_program(source, request, uid):
+    """(code, what compiling printed, syntax error text) for a program, compiled once for
+    all the tests of a sample (they arrive one after another) so that every test's child
+    inherits the code object. Only the latest program is kept: a run must not find other
+    samples' programs in the memory it inherits."""
+    global _program
+    if _program[0] != source:
+        _program = (None, None)
+        _program = (source, compile_in_helper(source, request, uid))
+    return _program[1]
+
+
+def compile_in_helper(source, request, uid):
+    """Compile in a forked helper under the run's memory and CPU limits and uid, and take
+    the code object back marshalled. Compiling runs none of the program, but a few KB of
+    source can make the compiler take gigabytes and seconds (nested finally blocks are
+    compiled once per way out), which the worker itself must never spend. Whatever the
+    helper cannot do within the limits (code None) the child compiles itself, under the
+    same limits, and meets the same end."""
     if len(source) > COMPILE_IN_WORKER_BYTES:
         return None, b"", None
-    if source not in _programs:
-        if len(_programs) >= 64:
-            _programs.clear()
-        with warnings.catch_warnings(record=True) as caught:
-            try:
-                code, error = compile(source, CHILD_FILE, "exec"), None
-            except COMPILE_ERRORS as exc:
-                code, error = None, "".join(traceback.format_exception(exc, limit=0)).encode()
-        notes = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line) for w in caught)
-        _programs[source] = (code, notes.encode(), error)
-    return _programs[source]
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.closerange(3, write_fd)
+            os.closerange(write_fd + 1, MAX_FD)
+            for limit, value in limits_for(request, uid)[:2]:  # CPU and address space
+                resource.setrlimit(limit, value)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            with warnings.catch_warnings(record=True) as caught:
+                try:
+                    answer = ["code", marshal.dumps(compile(source, CHILD_FILE, "exec"))]
+                except MemoryError:
+                    answer = ["child", b""]
+                except COMPILE_ERRORS as error:
+                    answer = ["error", "".join(traceback.format_exception(error, limit=0)).encode()]
+            notes = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line) for w in caught)
+            write_all(write_fd, marshal.dumps((*answer, notes.encode())))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    try:
+        data = read_within(read_fd, MAX_COMPILED_BYTES, request["wall_limit_s"])
+    finally:
+        os.close(read_fd)
+        if data is None:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if not data:  # over the limits: the child compiles it
+        return None, b"", None
+    kind, blob, notes = marshal.loads(data)
+    if kind == "code":
+        return marshal.loads(blob), notes, None
+    if kind == "error":
+        return None, notes, blob
+    return None, b"", None
+
+
+def read_within(fd, cap, seconds):
+    """All a pipe's data until EOF, or None past `cap` bytes or `seconds`."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    deadline = time.monotonic() + seconds
+    chunks, size = [], 0
+    while size <= cap:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not poller.poll(remaining * 1000):
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return None
 
 
 def child_main(request, code, compile_notes, fds, limits, uid):
@@ -268,6 +333,9 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         except COMPILE_ERRORS:
             traceback.print_exc(limit=0)
             os.write(RESULT_FD, b"S")
+            finish(1)
+        except BaseException:  # noqa: BLE001 - MemoryError: the memory limit, met while compiling
+            traceback.print_exc(limit=0)
             finish(1)
     os.write(RESULT_FD, b"C")  # compiled: what follows is the program's own doing
     status = 0
@@ -398,7 +466,7 @@ NO_EXIT_STATUS = {"exit_code": 1, "signal": None, "cpu_s": 0.0, "wall_s": 0.0, "
 def run(request, blobs, config):
     source, stdin = blobs
     source = source.decode("utf-8", "replace")
-    code, notes, syntax_error = compiled_program(source)
+    code, notes, syntax_error = compiled_program(source, request, config["uid"])
     if syntax_error is not None:  # nothing to run: reply as the child would have
         return NO_EXIT_STATUS, [b"", notes + syntax_error, b"S"]
     if request["kind"] == "call":
@@ -409,11 +477,7 @@ def run(request, blobs, config):
     if code is None:
         request["source"] = source
     uid = config["uid"]
-    try:
-        os.mkdir(CHILD_DIRECTORY, 0o700)
-    except FileExistsError:  # the last run's could not be removed
-        shutil.rmtree(CHILD_DIRECTORY, ignore_errors=True)
-        os.mkdir(CHILD_DIRECTORY, 0o700)
+    os.mkdir(CHILD_DIRECTORY, 0o700)  # the last run's is gone, or the worker retired
     fds = [os.memfd_create(name, 0) for name in ("stdin", "stdout", "stderr", "result")]
     try:
         write_all(fds[0], stdin)
@@ -435,10 +499,7 @@ def run(request, blobs, config):
         for fd in fds:
             os.close(fd)
         os.chdir("/")
-        try:
-            os.rmdir(CHILD_DIRECTORY)
-        except OSError:  # the program left files
-            shutil.rmtree(CHILD_DIRECTORY, ignore_errors=True)
+        clean_up_after_run()
     header = {
         "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
@@ -448,6 +509,51 @@ def run(request, blobs, config):
         "wall_timeout": wall_timeout,
     }
     return header, out
+
+
+def clean_up_after_run():
+    """Remove the run's directory and whatever it left in the shared temp directories, so
+    that the next run finds nothing of it. When that fails the worker retires after its
+    reply (the sandbox starts a fresh one): a run must not poison the runs after it."""
+    global RETIRING
+    clean = remove_tree(CHILD_DIRECTORY)
+    for path, (size, mtime) in list(SHARED_TMP.items()):
+        state = os.stat(path)
+        # tmpfs counts a directory's size in entries, so an entry made and one removed in
+        # the same clock tick still show.
+        if (state.st_size, state.st_mtime_ns) != (size, mtime):
+            with os.scandir(path) as entries:
+                names = [entry.name for entry in entries]
+            for name in names:
+                if os.path.join(path, name) not in KEEP_IN_SHARED_TMP:
+                    clean = remove_tree(os.path.join(path, name)) and clean
+            state = os.stat(path)
+            SHARED_TMP[path] = (state.st_size, state.st_mtime_ns)
+    if not clean:
+        RETIRING = True
+
+
+def remove_tree(path):
+    """Remove a file or a directory tree of any depth; True when it is gone. Never raises."""
+    try:
+        os.rmdir(path)  # the usual case: the run left nothing
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except (OSError, RecursionError):  # deeper than Python recursion or PATH_MAX
+        try:
+            rm = "/usr/bin/rm" if os.path.exists("/usr/bin/rm") else "/bin/rm"
+            os.waitpid(os.posix_spawn(rm, [rm, "-rf", "--one-file-system", "--", path], {}), 0)
+        except OSError:
+            pass
+    return not os.path.lexists(path)
 
 
 def raise_stack_limit_and_reexec():
@@ -511,6 +617,13 @@ def prepare_worker(config, requests, replies):
     sys.stderr = sys.__stderr__ = WORKER_STDERR = io.TextIOWrapper(
         io.BufferedWriter(io.FileIO(worker_stderr, "w", closefd=False)), line_buffering=True)
     CHILD_DIRECTORY = os.path.join(config["tmp_root"], f"run-{os.getpid()}")
+    os.chmod(config["tmp_root"], 0o711)  # runs reach their own directory in it, and nothing else
+    if config["isolate_filesystem"]:  # these are the worker's own empty tmpfs mounts
+        for path in ("/tmp", "/var/tmp", "/dev/shm"):
+            if os.path.isdir(path):
+                state = os.stat(path)
+                SHARED_TMP[path] = (state.st_size, state.st_mtime_ns)
+        KEEP_IN_SHARED_TMP.add(os.path.join("/tmp", os.path.relpath(config["tmp_root"], "/tmp").split(os.sep)[0]))
     CHILD_FILE = os.path.join(CHILD_DIRECTORY, "solution.py")
     CHILD_MAIN = types.ModuleType("__main__")
     CHILD_MAIN.__file__, CHILD_MAIN.__builtins__ = CHILD_FILE, builtins
@@ -562,7 +675,11 @@ def main():
             header, out = run(request, blobs, config)
         except Exception:  # noqa: BLE001 - report the zygote's own failure, keep serving
             header, out = {"error": traceback.format_exc()[-2000:]}, []
+        if RETIRING:
+            header = dict(header, retiring=True)
         write_message(replies, header, out)
+        if RETIRING:
+            return
 
 
 if __name__ == "__main__":

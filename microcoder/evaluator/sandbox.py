@@ -21,7 +21,6 @@ import atexit
 import itertools
 import json
 import os
-import queue
 import shutil
 import signal
 import site
@@ -248,12 +247,15 @@ class Sandbox:
         self.config = config
         self.plan = isolation_plan(config.isolation)
         self.size = config.workers or len(os.sched_getaffinity(0))
-        self._idle: queue.SimpleQueue[Worker | None] = queue.SimpleQueue()
+        # Idle workers (None: not started yet, started on first use). A thread gets back the
+        # worker it used last when that one is idle, so the tests of a sample, run one after
+        # another on one thread, run on one worker, which compiles the program once.
+        self._idle: list[Worker | None] = [None] * self.size
+        self._idle_changed = threading.Condition()
+        self._last_worker = threading.local()
         self._all: list[Worker] = []
         self._lock = threading.Lock()
         self._closed = False
-        for _ in range(self.size):
-            self._idle.put(None)  # started lazily, on first use
         self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="sandbox")
         _open_sandboxes.add(self)
 
@@ -274,6 +276,22 @@ class Sandbox:
         with self._lock:
             self._all.append(worker)
         return worker
+
+    def _take_idle(self) -> Worker | None:
+        with self._idle_changed:
+            while not self._idle:
+                self._idle_changed.wait()
+            last = getattr(self._last_worker, "worker", None)
+            for index, worker in enumerate(self._idle):
+                if worker is last and last is not None:
+                    return self._idle.pop(index)
+            return self._idle.pop()
+
+    def _put_idle(self, worker: Worker | None) -> None:
+        self._last_worker.worker = worker
+        with self._idle_changed:
+            self._idle.append(worker)
+            self._idle_changed.notify()
 
     def _retire(self, worker: Worker) -> None:
         worker.close()
@@ -313,7 +331,7 @@ class Sandbox:
             "max_processes": self.config.max_processes,
         }
         stdin_bytes = stdin.encode() if isinstance(stdin, str) else stdin
-        worker = self._idle.get()
+        worker = self._take_idle()
         try:
             if worker is None or not worker.alive:
                 if worker is not None:
@@ -327,8 +345,11 @@ class Sandbox:
                 self._retire(worker)
                 worker = None
                 return ProgramRun("runtime_error", detail="the run killed its sandbox worker")
+            if header.pop("retiring", False):  # it could not clean up after the run: it exits now
+                self._retire(worker)
+                worker = None
         finally:
-            self._idle.put(worker)
+            self._put_idle(worker)
         if "error" in header:  # the worker could not run it (e.g. the problem's prelude is broken)
             return ProgramRun("sandbox_error", detail=header["error"])
         stdout, stderr, result = blobs
