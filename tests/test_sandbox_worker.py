@@ -144,3 +144,14 @@ def test_what_a_run_leaves_in_the_shared_temp_directories_is_gone_for_the_next(s
     assert sandbox.run_program(litter).status == "ok"
     look = "import os\nprint([os.path.exists(p) for p in ('/tmp/beacon', '/var/tmp/beacon', '/dev/shm/beacon')])"
     assert sandbox.run_program(look).stdout == b"[False, False, False]\n"
+
+
+def test_stdin_is_a_read_only_file_and_a_prelude_loads_nothing_new_into_the_worker(sandbox):
+    run = sandbox.run_program("import os\ntry:\n    os.write(0, b'x')\nexcept OSError as e:\n    print(type(e).__name__)\nprint(input())",
+                              stdin=b"given\n")
+    assert run.stdout == b"OSError\ngiven\n", run
+    prelude = "from json import tool\n"  # a submodule nobody had loaded
+    call = sandbox.run("def f():\n    return tool.__name__\n", kind="call", entry_point="f", prelude=prelude)
+    assert call.return_json == '"json.tool"'
+    after = sandbox.run_program("import sys\nprint('json.tool' in sys.modules)")
+    assert after.stdout == b"False\n"

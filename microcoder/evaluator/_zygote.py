@@ -65,7 +65,7 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 STACK_BYTES = 512 * 1024 * 1024  # deep recursion in solutions (lru_cache recursion uses the C stack)
-RESULT_FD = 3  # the child writes b"C" once compiled, then (call mode) its return value
+RESULT_FD = 3  # the child writes b"C" once compiled, then (call mode) its return value; b"P": the prelude failed
 MAX_FD = 1 << 16
 COMPILE_IN_WORKER_BYTES = 1 << 20  # larger sources compile in the child, under its limits
 COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, OverflowError)  # MemoryError is the limit's
@@ -213,7 +213,12 @@ def is_loaded_import(node):
     kind = type(node).__name__
     if kind == "Import":
         return all(alias.name in sys.modules for alias in node.names)
-    return kind == "ImportFrom" and node.level == 0 and node.module in sys.modules and node.module != "__future__"
+    if kind != "ImportFrom" or node.level != 0 or node.module not in sys.modules or node.module == "__future__":
+        return False
+    # Names the module already has, and nothing else: `from json import tool` would load a
+    # submodule into the worker for good.
+    held = vars(sys.modules[node.module])
+    return all(alias.name == "*" or alias.name in held for alias in node.names)
 
 
 _program = (None, None)  # (source, compiled_program's answer) of the latest program only
@@ -337,6 +342,16 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         except BaseException:  # noqa: BLE001 - MemoryError: the memory limit, met while compiling
             traceback.print_exc(limit=0)
             finish(1)
+    if request["kind"] == "call":
+        module, rest = prepared_prelude(request["prelude"])
+        sys.modules["solution"] = module
+        if rest is not None:  # the problem's own code: its failure is the problem's, marked "P"
+            try:
+                exec(rest, module.__dict__)
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+                os.write(RESULT_FD, b"P")
+                finish(1)
     os.write(RESULT_FD, b"C")  # compiled: what follows is the program's own doing
     status = 0
     try:
@@ -344,10 +359,6 @@ def child_main(request, code, compile_notes, fds, limits, uid):
             sys.modules["__main__"] = CHILD_MAIN
             exec(code, CHILD_MAIN.__dict__)
         else:
-            module, rest = prepared_prelude(request["prelude"])
-            sys.modules["solution"] = module
-            if rest is not None:
-                exec(rest, module.__dict__)
             exec(code, module.__dict__)
             function = resolve_entry_point(module.__dict__, request["entry_point"])
             arguments = [json.loads(line) for line in request["arguments"]]
@@ -481,7 +492,9 @@ def run(request, blobs, config):
     fds = [os.memfd_create(name, 0) for name in ("stdin", "stdout", "stderr", "result")]
     try:
         write_all(fds[0], stdin)
-        os.lseek(fds[0], 0, os.SEEK_SET)
+        read_only = os.open(f"/proc/self/fd/{fds[0]}", os.O_RDONLY)  # as a redirected stdin is
+        os.close(fds[0])
+        fds[0] = read_only
         if uid is not None:
             os.chown(CHILD_DIRECTORY, uid, uid)
         os.chdir(CHILD_DIRECTORY)  # the child inherits it

@@ -353,6 +353,9 @@ class Sandbox:
         if "error" in header:  # the worker could not run it (e.g. the problem's prelude is broken)
             return ProgramRun("sandbox_error", detail=header["error"])
         stdout, stderr, result = blobs
+        if result[:1] == b"P":  # the problem's prelude failed before the program ran
+            tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            return ProgramRun("sandbox_error", stderr=stderr, detail=f"the problem's prelude fails: {tail[0][:300]}")
         status, detail = classify(header, stdout, stderr, result, time_limit_s, memory_limit_mb, output_bytes)
         # The result file holds b"C" once the program compiled, then b"R" + JSON of the
         # return value or b"U" + why it could not be serialised (call runs).
