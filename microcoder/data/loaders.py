@@ -347,17 +347,23 @@ def _stdin_checker(statement: str) -> Checker | None:
     return Checker(float_tolerance=tolerance, case_insensitive=case_insensitive)
 
 
-def _judge_flags(item: _Row, statement: str, field: str, tags: list[str] | None = None) -> None:
-    """Reject stdin problems plain output comparison cannot judge."""
+def unjudgeable_statement(statement: str, tags: list[str] | None = None) -> tuple[str, str] | None:
+    """(reason, message) when plain output comparison cannot judge a stdin problem with
+    this statement (interactive, or several correct outputs), else None."""
     if _INTERACTIVE.search(statement) or (tags and "interactive" in tags):
-        raise item.reject(field, "interactive problem: needs an interactor", "interactive")
+        return "interactive", "interactive problem: needs an interactor"
     match = _SEVERAL_ANSWERS.search(statement)
     if match:
-        raise item.reject(
-            field,
-            f"statement accepts several outputs ({match.group(0)!r}) and no checker is available",
-            "several correct outputs",
-        )
+        return "several correct outputs", f"statement accepts several outputs ({match.group(0)!r}) and no checker is available"
+    return None
+
+
+def _judge_flags(item: _Row, statement: str, field: str, tags: list[str] | None = None) -> None:
+    """Reject stdin problems plain output comparison cannot judge."""
+    flagged = unjudgeable_statement(statement, tags)
+    if flagged:
+        reason, message = flagged
+        raise item.reject(field, message, reason)
 
 
 def _stdin_tests(item: _Row, pairs: list[tuple[Any, Any]], shared: set[tuple[str, str]]) -> list[TestCase]:
@@ -372,17 +378,24 @@ def _stdin_tests(item: _Row, pairs: list[tuple[Any, Any]], shared: set[tuple[str
     return tests
 
 
+def signature_misfit(signature: Signature, arguments: list[Any], expected: Any) -> str | None:
+    """Why a call test's decoded arguments and output do not fit the signature (count and
+    top-level types), or None when they do."""
+    if len(arguments) != len(signature.parameters):
+        return "argument count does not match the signature"
+    if not all(matches_annotation(value, signature.annotations.get(name))
+               for name, value in zip(signature.parameters, arguments)):
+        return "argument type does not match the signature"
+    if not matches_annotation(expected, signature.returns):
+        return "output type does not match the signature"
+    return None
+
+
 def _call_test(item: _Row, signature: Signature, arguments: list[Any], expected: Any) -> TestCase | None:
     """A call test from decoded values, or None (with a drop counted) when it does not fit."""
-    if len(arguments) != len(signature.parameters):
-        item.drop(f"{len(arguments)} arguments for {len(signature.parameters)} parameters")
-        return None
-    for name, value in zip(signature.parameters, arguments):
-        if not matches_annotation(value, signature.annotations.get(name)):
-            item.drop("argument type does not match the signature")
-            return None
-    if not matches_annotation(expected, signature.returns):
-        item.drop("output type does not match the signature")
+    misfit = signature_misfit(signature, arguments, expected)
+    if misfit:
+        item.drop(misfit)
         return None
     try:
         return TestCase(input=call_input(arguments), output=dumps(expected))

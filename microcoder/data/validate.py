@@ -11,7 +11,7 @@ Per problem, in order:
 2. Checker. For a problem without one, `_stdin_checker` (the loaders' statement rules:
    "absolute or relative error ... 10^-6", "in any case") sets `checker`, recorded in
    `metadata.checker_inferred = "statement"`. Stdin statements that accept several
-   answers or are interactive (`_judge_flags`) are removed: equality cannot judge them.
+   answers or are interactive (`loaders.unjudgeable_statement`) are removed: equality cannot judge them.
 3. Reference. `metadata.reference_solution` runs through the evaluator on every test;
    a problem whose reference is not accepted is removed with the verdict. Verdicts are
    cached by content under `validate/reference_verdicts.jsonl` after each batch, so an
@@ -33,8 +33,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from microcoder.data.literals import NotRepresentable, find_signature, matches_annotation
-from microcoder.data.loaders import Reject, RowRejected, _judge_flags, _Row, _stdin_checker
+from microcoder.data.literals import NotRepresentable, find_signature
+from microcoder.data.loaders import Reject, _stdin_checker, signature_misfit, unjudgeable_statement
 from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.problems import Problem, TestCase
 
@@ -143,13 +143,9 @@ def _call_tests_fitting_signature(problem: Problem, tests: list[TestCase], dropp
     kept = []
     for test in tests:
         arguments = [json.loads(line) for line in test.input.split("\n") if line.strip()]
-        if len(arguments) != len(signature.parameters):
-            dropped["argument count does not match the signature"] += 1
-        elif not all(matches_annotation(value, signature.annotations.get(name))
-                     for name, value in zip(signature.parameters, arguments)):
-            dropped["argument type does not match the signature"] += 1
-        elif not matches_annotation(json.loads(test.output), signature.returns):
-            dropped["output type does not match the signature"] += 1
+        misfit = signature_misfit(signature, arguments, json.loads(test.output))
+        if misfit:
+            dropped[misfit] += 1
         else:
             kept.append(test)
     return kept
@@ -159,11 +155,7 @@ def judge_flags(problem: Problem) -> tuple[str, str] | None:
     """(reason, message) when equality cannot judge a stdin problem, else None."""
     if problem.kind != "stdin" or (problem.checker is not None and problem.checker.python):
         return None
-    try:
-        _judge_flags(_Row("", 0, {}), problem.prompt, "prompt", problem.tags)
-    except RowRejected as rejected:
-        return rejected.reason, rejected.message
-    return None
+    return unjudgeable_statement(problem.prompt, problem.tags)
 
 
 def reference_key(problem: Problem) -> str:
