@@ -155,3 +155,12 @@ def test_stdin_is_a_read_only_file_and_a_prelude_loads_nothing_new_into_the_work
     assert call.return_json == '"json.tool"'
     after = sandbox.run_program("import sys\nprint('json.tool' in sys.modules)")
     assert after.stdout == b"False\n"
+
+
+def test_string_hashes_are_the_same_on_every_worker_and_start():
+    code = "print(hash('microcoder'), list({'a', 'b', 'c', 'd', 'e'}))"
+    outputs = set()
+    for _ in range(2):
+        with Sandbox(workers=2) as sandbox:
+            outputs.update(run.stdout for run in (sandbox.run_program(code) for _ in range(4)))
+    assert len(outputs) == 1

@@ -1,6 +1,6 @@
 """The sandbox worker ("zygote"): a fresh interpreter that forks one child per program run.
 
-Started by `sandbox.Worker` as `python -I -S _zygote.py CONFIG_JSON`, usually inside new
+Started by `sandbox.Worker` as `python -P -s -S _zygote.py CONFIG_JSON`, usually inside new
 network and mount namespaces (`unshare --net --mount`). It imports nothing from
 microcoder: it must not hold anything of the caller's but the programs and inputs it is
 asked to run, because every child it forks inherits its memory. In particular the
@@ -576,7 +576,8 @@ def raise_stack_limit_and_reexec():
     if soft != resource.RLIM_INFINITY and soft < wanted and os.environ.get("MICROCODER_ZYGOTE_REEXEC") != "1":
         resource.setrlimit(resource.RLIMIT_STACK, (wanted, hard))
         os.environ["MICROCODER_ZYGOTE_REEXEC"] = "1"
-        os.execv(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__), *sys.argv[1:]])
+        flags = sys.orig_argv[1:sys.orig_argv.index(sys.argv[0])]  # the interpreter options we were started with
+        os.execv(sys.executable, [sys.executable, *flags, os.path.abspath(__file__), *sys.argv[1:]])
 
 
 def warm_up():
@@ -664,7 +665,7 @@ def prepare_worker(config, requests, replies):
 
 def main():
     raise_stack_limit_and_reexec()
-    for name in ("LD_BIND_NOW", "MICROCODER_ZYGOTE_REEXEC"):  # their work is done (see sandbox.Worker)
+    for name in ("LD_BIND_NOW", "PYTHONHASHSEED", "MICROCODER_ZYGOTE_REEXEC"):  # their work is done (see sandbox.Worker)
         os.environ.pop(name, None)  # runs see the scrubbed environment only
     config = json.loads(sys.argv[1])
     # Started with -S: site-packages are on the path, but no .pth file ran here.

@@ -56,6 +56,9 @@ RUN_ENVIRONMENT = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+# Isolated mode (-I) but for -E: the environment is ours alone (RUN_ENVIRONMENT), and it
+# carries PYTHONHASHSEED. -P: no script folder on the path; -s: no user site; -S: no site.
+WORKER_FLAGS = ("-P", "-s", "-S")
 _slots = itertools.count()
 
 
@@ -163,13 +166,15 @@ class Worker:
             "site_paths": [*site.getsitepackages(), site.getusersitepackages()],
         }
         self.process = subprocess.Popen(
-            [*plan.command_prefix, sys.executable, "-I", "-S", str(ZYGOTE), json.dumps(zygote_config)],
+            [*plan.command_prefix, sys.executable, *WORKER_FLAGS, str(ZYGOTE), json.dumps(zygote_config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             # Bind every symbol of the interpreter at start, in the worker: a run forked from
             # it then never writes the lazily bound symbol table (each write a page copy).
-            # The worker drops the variable from the environment its runs see.
-            env={**RUN_ENVIRONMENT, "LD_BIND_NOW": "1"},
+            # One string-hash seed for every worker, so that a program whose output follows
+            # set order gets the same verdict on every worker and every start. The worker
+            # drops both variables from the environment its runs see.
+            env={**RUN_ENVIRONMENT, "LD_BIND_NOW": "1", "PYTHONHASHSEED": "0"},
             close_fds=True,
             start_new_session=True,  # a Ctrl-C at our terminal is ours to handle, not the worker's
         )
