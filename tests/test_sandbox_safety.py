@@ -211,6 +211,20 @@ def test_catching_the_timeout_signals_does_not_help(evaluator):
     assert result.verdict == "time_limit_exceeded"
 
 
+@pytest.mark.parametrize("attack", [
+    # the statuses the sandbox reads were once in the result file a program can write
+    "import os\nprint(0)\nos.pwrite(3, b'P', 0)\n",
+    "import os\nprint(0)\nos.ftruncate(3, 0)\nos._exit(242)\n",
+    "import os\nprint(0)\nos.write(4, b'P')\n",
+    "import os, signal\n"
+    "def hedge(*_):\n    os.pwrite(3, b'P', 0)\n    os._exit(242)\n"
+    "signal.signal(signal.SIGPROF, hedge)\nwhile True:\n    pass\n",
+])
+def test_a_program_cannot_pass_its_failure_off_as_the_problems(evaluator, attack):
+    # A judge_error is left out of pass@k and masked in training: a hedge would pay.
+    assert run_attack(evaluator, attack).verdict in ("wrong_answer", "runtime_error", "time_limit_exceeded")
+
+
 def test_printing_the_answer_then_failing_is_a_runtime_error(evaluator):
     assert run_attack(evaluator, HONEST + "\nraise SystemExit(1)\n").verdict == "runtime_error"
 

@@ -147,9 +147,17 @@ def test_what_a_run_leaves_in_the_shared_temp_directories_is_gone_for_the_next(s
 
 
 def test_stdin_is_a_read_only_file_and_a_prelude_loads_nothing_new_into_the_worker(sandbox):
-    run = sandbox.run_program("import os\ntry:\n    os.write(0, b'x')\nexcept OSError as e:\n    print(type(e).__name__)\nprint(input())",
-                              stdin=b"given\n")
-    assert run.stdout == b"OSError\ngiven\n", run
+    attempt = textwrap.dedent("""
+        import os
+        for fd in (0, os.open("/proc/self/fd/0", os.O_RDWR)):  # as given, and reopened for writing
+            try:
+                os.pwrite(fd, b"XX", 0)
+            except OSError as error:
+                print(type(error).__name__)
+        print(input())
+    """)
+    run = sandbox.run_program(attempt, stdin=b"given\n")
+    assert run.stdout == b"PermissionError\nPermissionError\ngiven\n", run
     prelude = "from json import tool\n"  # a submodule nobody had loaded
     call = sandbox.run("def f():\n    return tool.__name__\n", kind="call", entry_point="f", prelude=prelude)
     assert call.return_json == '"json.tool"'
@@ -164,3 +172,46 @@ def test_string_hashes_are_the_same_on_every_worker_and_start():
         with Sandbox(workers=2) as sandbox:
             outputs.update(run.stdout for run in (sandbox.run_program(code) for _ in range(4)))
     assert len(outputs) == 1
+
+
+def test_an_interrupted_run_does_not_hand_its_reply_to_the_next(monkeypatch):
+    from microcoder.evaluator import sandbox as sandbox_module
+    from microcoder.evaluator._wire import write_message
+
+    def interrupted(worker, request, source, stdin):
+        write_message(worker.process.stdin.fileno(), request, [source, stdin])
+        raise KeyboardInterrupt  # e.g. Ctrl-C while the reply is on its way
+
+    with Sandbox(workers=1) as box:
+        assert box.run_program("print('warm')").stdout == b"warm\n"
+        with monkeypatch.context() as patch:
+            patch.setattr(sandbox_module.Worker, "run", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                box.run_program("print('A')")
+        assert box.run_program("print('B')").stdout == b"B\n"
+
+
+def test_a_worker_that_fails_to_start_once_does_not_break_its_slot(monkeypatch):
+    import os
+    import signal
+
+    from microcoder.evaluator import sandbox as sandbox_module
+
+    real_worker = sandbox_module.Worker
+    failures = []
+
+    def flaky_worker(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("sandbox worker failed to start")
+        return real_worker(*args, **kwargs)
+
+    with Sandbox(workers=1) as box:
+        assert box.run_program("print(1)").stdout == b"1\n"
+        [worker] = box._all
+        os.kill(worker.process.pid, signal.SIGKILL)
+        worker.process.wait()
+        monkeypatch.setattr(sandbox_module, "Worker", flaky_worker)
+        with pytest.raises(RuntimeError):
+            box.run_program("print(2)")
+        assert box.run_program("print(3)").stdout == b"3\n"

@@ -65,7 +65,9 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 STACK_BYTES = 512 * 1024 * 1024  # deep recursion in solutions (lru_cache recursion uses the C stack)
-RESULT_FD = 3  # the child writes b"C" once compiled, then (call mode) its return value; b"P": the prelude failed
+RESULT_FD = 3  # call mode: b"R" + the return value's JSON, or b"U" + why it is not JSON
+STATUS_FD = 4  # see child_main
+STDIN_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 MAX_FD = 1 << 16
 COMPILE_IN_WORKER_BYTES = 1 << 20  # larger sources compile in the child, under its limits
 COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, OverflowError)  # MemoryError is the limit's
@@ -275,12 +277,17 @@ def compile_in_helper(source, request, uid):
         os.close(read_fd)
         if data is None:
             os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    if not data:  # over the limits: the child compiles it
+        _, status, rusage = os.wait4(pid, 0)
+    # Compiling is the program's cost: one that takes longer than a test may, each child
+    # compiles again and meets the limit itself. So does anything the helper did not finish.
+    if not data or status != 0 or rusage.ru_utime + rusage.ru_stime > request["time_limit_s"]:
         return None, b"", None
-    kind, blob, notes = marshal.loads(data)
-    if kind == "code":
-        return marshal.loads(blob), notes, None
+    try:
+        kind, blob, notes = marshal.loads(data)
+        if kind == "code":
+            return marshal.loads(blob), notes, None
+    except (EOFError, ValueError, TypeError):
+        return None, b"", None
     if kind == "error":
         return None, notes, blob
     return None, b"", None
@@ -307,12 +314,18 @@ def read_within(fd, cap, seconds):
 def child_main(request, code, compile_notes, fds, limits, uid):
     """Runs in the forked child; never returns. Everything that can be done once in the
     worker is (see `prepare_worker`): on these machines each page a child writes costs a
-    copy-on-write fault, so the child does as little as it can."""
+    copy-on-write fault, so the child does as little as it can.
+
+    Until the candidate's code starts, the child reports on STATUS_FD (a pipe only it
+    holds): b"P" the problem's prelude failed, b"C" what follows is the program's doing
+    (compiling it, when the worker's helper could not, then running it), b"S" it does not
+    compile. Then it closes the pipe, so nothing the candidate does can write a status (a
+    program that wrote b"P" could turn its own failure into a judge error)."""
     try:
         os.setsid()
-        for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file
+        for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file, the status pipe
             os.dup2(fd, target)
-        os.closerange(RESULT_FD + 1, MAX_FD)
+        os.closerange(STATUS_FD + 1, MAX_FD)
         for limit, value in limits:
             resource.setrlimit(limit, value)
         if uid is not None:
@@ -328,31 +341,32 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         signal.setitimer(signal.ITIMER_PROF, request["time_limit_s"])
     except BaseException:  # noqa: BLE001 - set-up failed: report it, never run the program
         os.write(2, traceback.format_exc().encode())
-        os._exit(242)
+        os._exit(242)  # no b"C": the sandbox's failure, not the program's
 
-    if compile_notes:  # what the interpreter would have printed while compiling
-        os.write(2, compile_notes)
-    if code is None:  # too large to compile in the worker: compile here
-        try:
-            code = compile(request["source"], CHILD_FILE, "exec")
-        except COMPILE_ERRORS:
-            traceback.print_exc(limit=0)
-            os.write(RESULT_FD, b"S")
-            finish(1)
-        except BaseException:  # noqa: BLE001 - MemoryError: the memory limit, met while compiling
-            traceback.print_exc(limit=0)
-            finish(1)
     if request["kind"] == "call":
         module, rest = prepared_prelude(request["prelude"])
         sys.modules["solution"] = module
-        if rest is not None:  # the problem's own code: its failure is the problem's, marked "P"
+        if rest is not None:  # the problem's own code: its failure is the problem's
             try:
                 exec(rest, module.__dict__)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
-                os.write(RESULT_FD, b"P")
+                os.write(STATUS_FD, b"P")
                 finish(1)
-    os.write(RESULT_FD, b"C")  # compiled: what follows is the program's own doing
+    os.write(STATUS_FD, b"C")  # from here on, what happens is the program's doing
+    if compile_notes:  # what the interpreter would have printed while compiling
+        os.write(2, compile_notes)
+    if code is None:  # the worker's helper could not compile it within the limits: here
+        try:
+            code = compile(request["source"], CHILD_FILE, "exec")
+        except COMPILE_ERRORS:
+            traceback.print_exc(limit=0)
+            os.write(STATUS_FD, b"S")
+            finish(1)
+        except BaseException:  # noqa: BLE001 - MemoryError: the memory limit, met while compiling
+            traceback.print_exc(limit=0)
+            finish(1)
+    os.close(STATUS_FD)  # before any of the candidate's code runs
     status = 0
     try:
         if request["kind"] == "stdin":
@@ -479,7 +493,7 @@ def run(request, blobs, config):
     source = source.decode("utf-8", "replace")
     code, notes, syntax_error = compiled_program(source, request, config["uid"])
     if syntax_error is not None:  # nothing to run: reply as the child would have
-        return NO_EXIT_STATUS, [b"", notes + syntax_error, b"S"]
+        return dict(NO_EXIT_STATUS, status="S"), [b"", notes + syntax_error, b""]
     if request["kind"] == "call":
         try:  # before the fork, so that every child inherits the module
             prepared_prelude(request["prelude"])
@@ -489,25 +503,28 @@ def run(request, blobs, config):
         request["source"] = source
     uid = config["uid"]
     os.mkdir(CHILD_DIRECTORY, 0o700)  # the last run's is gone, or the worker retired
-    fds = [os.memfd_create(name, 0) for name in ("stdin", "stdout", "stderr", "result")]
+    fds = [os.memfd_create("stdin", os.MFD_ALLOW_SEALING)]
+    fds += [os.memfd_create(name, 0) for name in ("stdout", "stderr", "result")]
+    fds += os.pipe()[::-1]  # the status pipe: the child gets its write end
     try:
         write_all(fds[0], stdin)
-        read_only = os.open(f"/proc/self/fd/{fds[0]}", os.O_RDONLY)  # as a redirected stdin is
-        os.close(fds[0])
-        fds[0] = read_only
+        os.lseek(fds[0], 0, os.SEEK_SET)
+        fcntl.fcntl(fds[0], fcntl.F_ADD_SEALS, STDIN_SEALS)  # read-only, however it is reopened
         if uid is not None:
             os.chown(CHILD_DIRECTORY, uid, uid)
         os.chdir(CHILD_DIRECTORY)  # the child inherits it
         limits = limits_for(request, uid)
         pid = os.fork()
         if pid == 0:
-            child_main(request, code, notes, fds, limits, uid)
+            child_main(request, code, notes, fds[:5], limits, uid)
+        os.close(fds.pop(4))  # only the child writes statuses
         status, rusage, wall, wall_timeout = wait_with_backstop(pid, request["wall_limit_s"])
         if wall_timeout or leftover_children():
             kill_group(pid)
             sweep(uid)
         cap = request["output_bytes"]
         out = [read_back(fds[1], cap), read_back(fds[2], 4096, tail=True), read_back(fds[3], cap)]
+        statuses = os.read(fds[4], 16)  # the child is gone: every write end is closed
     finally:
         for fd in fds:
             os.close(fd)
@@ -520,6 +537,7 @@ def run(request, blobs, config):
         "wall_s": wall,
         "max_rss_kb": rusage.ru_maxrss,
         "wall_timeout": wall_timeout,
+        "status": statuses.decode("ascii", "replace"),
     }
     return header, out
 
@@ -614,13 +632,13 @@ def prepare_worker(config, requests, replies):
     """Do once, in the worker, what every child would otherwise do for itself: each child
     inherits the result. Returns the request and reply fds, moved off 0-3."""
     global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR
-    # Move the pipes up and put /dev/null on fds 0-3, so that the streams every child
+    # Move the pipes up and put /dev/null on fds 0-4, so that the streams every child
     # uses can be made here (they see a seekable file, as a child's stdin is) and no
     # memory file of a run lands on 0-3.
     requests, replies = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (requests, replies))
     worker_stderr = fcntl.fcntl(2, fcntl.F_DUPFD_CLOEXEC, 10)
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in range(4):
+    for fd in range(STATUS_FD + 1):
         if fd != null:
             os.dup2(null, fd)
     # The children's streams are made here, and are the worker's sys.std* as well (a

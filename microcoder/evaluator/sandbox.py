@@ -215,12 +215,23 @@ class Worker:
             shutil.rmtree(self._own_tmp, ignore_errors=True)
 
 
+def _last_line(stderr: bytes) -> str:
+    return (stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""])[0]
+
+
 def classify(header: dict, stdout: bytes, stderr: bytes, result: bytes, time_limit_s: float,
              memory_limit_mb: int, output_limit_bytes: int) -> tuple[str, str]:
     """(status, detail) of a finished run, from what the worker measured."""
     exit_code, signum, cpu = header["exit_code"], header["signal"], header["cpu_s"]
-    if result[:1] == b"S":
+    # The status the run reported before the candidate's code started (see _zygote.child_main);
+    # nothing the candidate does can change it.
+    status = header.get("status", "")
+    if "S" in status:
         return "syntax_error", stderr.decode("utf-8", "replace")[-500:]
+    if "P" in status:
+        return "sandbox_error", f"the problem's prelude fails: {_last_line(stderr)[:300]}"
+    if "C" not in status:
+        return "sandbox_error", "the run ended before the program started: " + stderr.decode("utf-8", "replace")[-1000:]
     if header["wall_timeout"] or cpu > time_limit_s or signum in (signal.SIGPROF, signal.SIGXCPU):
         if header["wall_timeout"]:
             how = "stopped by the wall-clock backstop"
@@ -233,12 +244,10 @@ def classify(header: dict, stdout: bytes, stderr: bytes, result: bytes, time_lim
         return "output_limit_exceeded", f"output over {output_limit_bytes} bytes"
     if exit_code == 0 and signum is None:
         return "ok", ""
-    tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+    tail = [_last_line(stderr)]
     near_limit = header["max_rss_kb"] / 1024 >= 0.9 * memory_limit_mb
     if "MemoryError" in tail[0] or (signum in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS) and near_limit):
         return "memory_limit_exceeded", f"limit {memory_limit_mb} MiB; {tail[0][:200]}"
-    if exit_code == 242 and result == b"":
-        return "sandbox_error", stderr.decode("utf-8", "replace")[-1000:]
     how = f"killed by signal {signal.Signals(signum).name}" if signum else f"exit code {exit_code}"
     return "runtime_error", f"{how}: {tail[0][:300]}"
 
@@ -301,7 +310,8 @@ class Sandbox:
     def _retire(self, worker: Worker) -> None:
         worker.close()
         with self._lock:
-            self._all.remove(worker)
+            if worker in self._all:
+                self._all.remove(worker)
 
     def run(
         self,
@@ -340,7 +350,8 @@ class Sandbox:
         try:
             if worker is None or not worker.alive:
                 if worker is not None:
-                    self._retire(worker)
+                    dead, worker = worker, None  # back in the pool as "not started" should a start fail
+                    self._retire(dead)
                 worker = self._start_worker()
             try:
                 header, blobs = worker.run(request, source.encode("utf-8", "surrogatepass"), stdin_bytes)
@@ -350,6 +361,12 @@ class Sandbox:
                 self._retire(worker)
                 worker = None
                 return ProgramRun("runtime_error", detail="the run killed its sandbox worker")
+            except BaseException:
+                # Interrupted (Ctrl-C, a timeout around us) with the reply unread: the next
+                # run must not read this one's reply, so this worker goes.
+                self._retire(worker)
+                worker = None
+                raise
             if header.pop("retiring", False):  # it could not clean up after the run: it exits now
                 self._retire(worker)
                 worker = None
@@ -358,13 +375,10 @@ class Sandbox:
         if "error" in header:  # the worker could not run it (e.g. the problem's prelude is broken)
             return ProgramRun("sandbox_error", detail=header["error"])
         stdout, stderr, result = blobs
-        if result[:1] == b"P":  # the problem's prelude failed before the program ran
-            tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            return ProgramRun("sandbox_error", stderr=stderr, detail=f"the problem's prelude fails: {tail[0][:300]}")
         status, detail = classify(header, stdout, stderr, result, time_limit_s, memory_limit_mb, output_bytes)
-        # The result file holds b"C" once the program compiled, then b"R" + JSON of the
-        # return value or b"U" + why it could not be serialised (call runs).
-        returned = result[1:] if result[:1] == b"C" else b""
+        # Call runs: the result file holds b"R" + JSON of the return value, or b"U" + why it
+        # could not be serialised.
+        returned = result
         return_json = returned[1:].decode("utf-8", "replace") if returned[:1] == b"R" else None
         if status == "ok" and kind == "call" and return_json is None:
             if returned[:1] == b"U":
