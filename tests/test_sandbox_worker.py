@@ -215,3 +215,36 @@ def test_a_worker_that_fails_to_start_once_does_not_break_its_slot(monkeypatch):
         with pytest.raises(RuntimeError):
             box.run_program("print(2)")
         assert box.run_program("print(3)").stdout == b"3\n"
+
+
+FULL = isolation_plan("auto").switch_uid and isolation_plan("auto").isolate_filesystem
+needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root with namespaces")
+
+
+@needs_full_isolation
+def test_nothing_a_run_can_make_outlives_it_for_the_next(sandbox):
+    leave = textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        made = []
+        for path in ("/run/lock/beacon", "/var/lock/beacon", "/etc/beacon", "/usr/beacon"):
+            try:
+                open(path, "w").write("x")
+                made.append(path)
+            except OSError:
+                pass
+        made.append(("shm", libc.shmget(0x4D43, 4096, 0o1666) >= 0))
+        made.append(("mq", libc.mq_open(b"/beacon", os.O_CREAT | os.O_RDWR, 0o666, None) >= 0))
+        # a key in the user keyring of the run's uid (add_key: syscall 248; -4 = that keyring)
+        made.append(("key", libc.syscall(248, b"user", b"beacon", b"left by run 1", 13, -4) > 0))
+        print(made)
+    """)
+    first = sandbox.run_program(leave)
+    assert first.stdout == b"[('shm', False), ('mq', False), ('key', True)]\n", first
+    find = textwrap.dedent("""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        # request_key in the user keyring: syscall 249
+        print(libc.syscall(249, b"user", b"beacon", None, -4) > 0)
+    """)
+    assert sandbox.run_program(find).stdout == b"False\n"  # the worker retired: another uid now

@@ -64,6 +64,11 @@ import warnings  # noqa: E402
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1
+# In the worker's own IPC namespace: no SysV shared memory, message queue or semaphore set
+# and no POSIX message queue can be made, so none can outlive a run for the next to find.
+IPC_LIMITS = {"/proc/sys/kernel/shmmni": "0", "/proc/sys/kernel/msgmni": "0",
+              "/proc/sys/kernel/sem": "250 32000 32 0", "/proc/sys/fs/mqueue/queues_max": "0"}
 STACK_BYTES = 512 * 1024 * 1024  # deep recursion in solutions (lru_cache recursion uses the C stack)
 RESULT_FD = 3  # call mode: b"R" + the return value's JSON, or b"U" + why it is not JSON
 STATUS_FD = 4  # see child_main
@@ -80,6 +85,7 @@ CHILDREN_FILE = WORKER_STDERR = None
 SHARED_TMP = {}  # isolated workers: shared temp directory -> (size, mtime) after the last clean-up
 KEEP_IN_SHARED_TMP = set()
 RETIRING = False
+RUN_UID = None  # bytes, as /proc/key-users writes it
 
 
 def check(result, what):
@@ -97,10 +103,26 @@ def is_under(path, parent):
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
+class MountAttributes(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def make_read_only_recursively(path):
+    """mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY) (Linux 5.12+): every mount under `path`
+    read-only in this mount namespace. False where the kernel cannot."""
+    attributes = MountAttributes(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    return LIBC.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), AT_RECURSIVE,
+                        ctypes.byref(attributes), ctypes.sizeof(attributes)) == 0
+
+
 def isolate_filesystem(hidden, site_paths):
-    """Cover each hidden directory with an empty tmpfs, then bind the Python installation
-    back (read-only) where it lay under one of them, so imports keep working."""
+    """Make the whole tree read-only (no world-writable corner such as /run/lock is left to
+    write to), cover each hidden directory with an empty tmpfs (writable only where it is
+    /tmp, /var/tmp or /dev/shm), then bind the Python installation back (read-only) where
+    it lay under one of them, so imports keep working."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    make_read_only_recursively("/")
     keep = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *site_paths)}
     keep = sorted(p for p in keep if os.path.isdir(p))
     keep = [p for p in keep if not any(p != q and is_under(p, q) for q in keep)]
@@ -108,8 +130,9 @@ def isolate_filesystem(hidden, site_paths):
     hidden = [h for h in hidden if not any(h != g and is_under(h, g) for g in hidden)]
     kept_fds = {p: os.open(p, os.O_PATH) for p in keep if any(is_under(p, h) for h in hidden)}
     for directory in hidden:
-        mode = "1777" if directory in ("/tmp", "/var/tmp", "/dev/shm") else "755"
-        mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=4g")
+        shared = directory in ("/tmp", "/var/tmp", "/dev/shm")  # runs may write there; it is memory
+        options = "mode=1777,size=512m" if shared else "mode=755,size=4m"
+        mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, options)
     for path, fd in kept_fds.items():
         os.makedirs(path, exist_ok=True)
         mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
@@ -432,7 +455,9 @@ def leftover_children():
 
 
 def sweep(uid):
-    """Kill and reap every process left over from a run (daemons, double forks)."""
+    """Kill and reap every process left over from a run (daemons, double forks). Should
+    some survive, the worker retires after its reply."""
+    global RETIRING
     for _ in range(100):
         leftovers = leftover_children()
         if not leftovers:
@@ -460,6 +485,7 @@ def sweep(uid):
             if pid == 0:
                 time.sleep(0.001)
                 break
+    RETIRING = RETIRING or bool(leftover_children())
 
 
 def read_back(fd, cap, tail=False):
@@ -548,6 +574,9 @@ def clean_up_after_run():
     reply (the sandbox starts a fresh one): a run must not poison the runs after it."""
     global RETIRING
     clean = remove_tree(CHILD_DIRECTORY)
+    if RUN_UID is not None:  # keys the run made stay with its uid: a fresh worker has another
+        with open("/proc/key-users", "rb") as handle:
+            clean = clean and not any(line.split(b":")[0].strip() == RUN_UID for line in handle)
     for path, (size, mtime) in list(SHARED_TMP.items()):
         state = os.stat(path)
         # tmpfs counts a directory's size in entries, so an entry made and one removed in
@@ -631,7 +660,7 @@ print(solve(int(input()), list(map(int, sys.stdin.read().split()))))
 def prepare_worker(config, requests, replies):
     """Do once, in the worker, what every child would otherwise do for itself: each child
     inherits the result. Returns the request and reply fds, moved off 0-3."""
-    global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR
+    global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR, RUN_UID
     # Move the pipes up and put /dev/null on fds 0-4, so that the streams every child
     # uses can be made here (they see a seekable file, as a child's stdin is) and no
     # memory file of a run lands on 0-3.
@@ -660,6 +689,7 @@ def prepare_worker(config, requests, replies):
     CHILD_MAIN = types.ModuleType("__main__")
     CHILD_MAIN.__file__, CHILD_MAIN.__builtins__ = CHILD_FILE, builtins
     CHILDREN_FILE = f"/proc/self/task/{os.getpid()}/children"
+    RUN_UID = None if config["uid"] is None else str(config["uid"]).encode()
     # The worker's environment is already the scrubbed one; only these name the run.
     os.environ["HOME"] = os.environ["TMPDIR"] = CHILD_DIRECTORY
     # Inherited by every child: exec of a setuid program gains nothing; programs get the
@@ -688,7 +718,11 @@ def main():
     config = json.loads(sys.argv[1])
     # Started with -S: site-packages are on the path, but no .pth file ran here.
     sys.path.extend(path for path in config["site_paths"] if path not in sys.path)
-    if config["isolate_filesystem"]:
+    if config.get("private_ipc"):  # never the host's: these limits would be everyone's
+        for path, value in IPC_LIMITS.items():
+            with open(path, "w") as handle:
+                handle.write(value)
+    if config["isolate_filesystem"]:  # after the limits: /proc is read-only from here on
         isolate_filesystem(config["hidden_paths"], config["site_paths"])
     os.makedirs(config["tmp_root"], exist_ok=True)
     LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

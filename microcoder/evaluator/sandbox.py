@@ -124,13 +124,14 @@ def isolation_plan(mode: str = "auto") -> IsolationPlan:
     root = os.geteuid() == 0
     if mode == "none":
         plan = IsolationPlan((), False, False, "none: rlimits and process groups only")
-    elif root and unshare and _works([unshare, "--net", "--mount", "true"]):
-        plan = IsolationPlan((unshare, "--net", "--mount"), True, True, "network+mount namespaces, a uid per worker")
+    elif root and unshare and _works([unshare, "--net", "--mount", "--ipc", "true"]):
+        plan = IsolationPlan((unshare, "--net", "--mount", "--ipc"), True, True,
+                             "network+mount+IPC namespaces, a uid per worker")
     elif root:
         plan = IsolationPlan((), True, False, "a uid per worker; no namespaces (unshare unavailable)")
-    elif unshare and _works([unshare, "--user", "--map-root-user", "--net", "--mount", "true"]):
-        prefix = (unshare, "--user", "--map-root-user", "--net", "--mount")
-        plan = IsolationPlan(prefix, False, True, "network+mount namespaces; runs keep the caller's uid")
+    elif unshare and _works([unshare, "--user", "--map-root-user", "--net", "--mount", "--ipc", "true"]):
+        prefix = (unshare, "--user", "--map-root-user", "--net", "--mount", "--ipc")
+        plan = IsolationPlan(prefix, False, True, "network+mount+IPC namespaces; runs keep the caller's uid")
     else:
         plan = IsolationPlan((), False, False, "none available: rlimits and process groups only")
     if mode == "full" and not (plan.switch_uid and plan.isolate_filesystem):
@@ -163,6 +164,7 @@ class Worker:
             "isolate_filesystem": plan.isolate_filesystem,
             "hidden_paths": _default_hidden_paths(config.hidden_paths),
             "tmp_root": tmp_root,
+            "private_ipc": "--ipc" in plan.command_prefix,
             "site_paths": [*site.getsitepackages(), site.getusersitepackages()],
         }
         self.process = subprocess.Popen(
