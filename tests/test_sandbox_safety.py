@@ -11,7 +11,8 @@ import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.evaluator.sandbox import isolation_plan
-from tests.helpers import stdin_problem
+from microcoder.problems import Checker
+from tests.helpers import call_problem, stdin_problem
 
 HONEST = "print(sum(map(int, input().split())))"
 PROBLEM = stdin_problem([("1 2", "3"), ("5 5", "10")], problem_id="add", time_limit_s=1.0)
@@ -288,3 +289,32 @@ def test_unbounded_recursion_is_a_runtime_error(evaluator):
     result = run_attack(evaluator, "def f(n):\n    return f(n + 1)\nf(0)\n")
     assert result.verdict == "runtime_error"
     assert "RecursionError" in result.detail
+
+
+DEEP = "b'R' + b'[' * 100000 + b']' * 100000"
+
+
+@pytest.mark.parametrize("attack", [
+    "import os\nos.write(3, b'R{not json')\nos._exit(0)\n",  # the return value's channel, written by hand
+    f"import os\nos.write(3, {DEEP})\nos._exit(0)\n",  # JSON too deep for the caller to parse
+    "import sys\nsys.set_int_max_str_digits(0)\nclass Solution:\n    def f(self, a, b):\n        return 10 ** 5000\n",
+])
+def test_a_return_value_that_breaks_the_comparison_is_a_wrong_answer(evaluator, attack):
+    problem = call_problem([("1\n2", "3"), ("2\n2", "4")], entry_point="Solution().f", problem_id="callf")
+    honest = "class Solution:\n    def f(self, a, b):\n        return a + b\n"
+    code = attack if "class Solution" in attack else honest + attack
+    results = evaluator.evaluate([problem], [Sample("callf", code=honest), Sample("callf", code=code)])
+    assert [result.verdict for result in results] == ["accepted", "wrong_answer"], results
+
+
+def test_dying_of_a_signal_without_a_name_is_a_runtime_error(evaluator):
+    result = run_attack(evaluator, "import os\nos.kill(os.getpid(), 40)\n")
+    assert result.verdict == "runtime_error" and "40" in result.detail
+
+
+def test_output_that_crashes_the_problems_checker_is_a_wrong_answer(evaluator):
+    checker = Checker(python="def check(input, expected, got):\n    return abs(float(got) - float(expected)) < 1e-6\n")
+    problem = stdin_problem([("", "0.5")], problem_id="half", checker=checker)
+    results = evaluator.evaluate([problem], [Sample("half", code="print(0.5)"), Sample("half", code="print('no idea')")])
+    assert [result.verdict for result in results] == ["accepted", "wrong_answer"]
+    assert "checker failed on this output" in results[1].detail

@@ -174,6 +174,21 @@ def test_string_hashes_are_the_same_on_every_worker_and_start():
     assert len(outputs) == 1
 
 
+def processes_of(uids):
+    import os
+
+    found = []  # living ones: a killed orphan may wait a while for init to reap it
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid in uids:
+                state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(entry)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return found
+
+
 def test_an_interrupted_run_does_not_hand_its_reply_to_the_next(monkeypatch):
     from microcoder.evaluator import sandbox as sandbox_module
     from microcoder.evaluator._wire import write_message
@@ -182,13 +197,18 @@ def test_an_interrupted_run_does_not_hand_its_reply_to_the_next(monkeypatch):
         write_message(worker.process.stdin.fileno(), request, [source, stdin])
         raise KeyboardInterrupt  # e.g. Ctrl-C while the reply is on its way
 
+    # Still running when interrupted: the worker is closed mid-run (killed after 5 s).
+    daemon = "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(100)\n"
     with Sandbox(workers=1) as box:
         assert box.run_program("print('warm')").stdout == b"warm\n"
+        uids = set(box.run_uids)
         with monkeypatch.context() as patch:
             patch.setattr(sandbox_module.Worker, "run", interrupted)
             with pytest.raises(KeyboardInterrupt):
-                box.run_program("print('A')")
+                box.run(daemon, time_limit_s=30)
         assert box.run_program("print('B')").stdout == b"B\n"
+    # The interrupted run's worker could not sweep: closing it killed what the run left.
+    assert not [pid for pid in processes_of(uids)], "the interrupted run left a process"
 
 
 def test_a_worker_that_fails_to_start_once_does_not_break_its_slot(monkeypatch):

@@ -232,10 +232,20 @@ class Evaluator:
         return _TestOutcome("accepted" if accepted else "wrong_answer", reason, run.cpu_s)
 
     def _judge(self, problem: Problem, test: TestCase, run: ProgramRun) -> tuple[bool, str]:
+        """(accepted, reason). Raises ValueError only for what is wrong with the problem:
+        whatever the candidate's output does to the comparison is its own failure (a
+        judge_error is left out of pass@k and masked in training)."""
         if problem.kind == "call":
             if run.return_json is None:
                 return False, run.detail or "no return value"
-            return judge_call(test.output, json.loads(run.return_json), self.config.mode)
+            try:  # the run can write any bytes where its return value goes
+                got = json.loads(run.return_json)
+            except (ValueError, RecursionError) as error:
+                return False, f"the return value did not come back as JSON: {str(error)[:200]}"
+            try:
+                return judge_call(test.output, got, self.config.mode)
+            except RecursionError:
+                return False, "the return value is nested too deeply to compare"
         got = run.stdout.decode("utf-8", "replace")
         checker = problem.checker
         if checker is not None and checker.python and self.config.mode == "robust":
@@ -243,13 +253,24 @@ class Evaluator:
         return judge_stdout(test.output, got, checker, self.config.mode)
 
     def _run_checker(self, checker_source: str, test: TestCase, got: str) -> tuple[bool, str]:
-        """A problem's checker is code from a dataset: it runs sandboxed too."""
+        """A problem's checker is code from a dataset: it runs sandboxed too. When it fails
+        on the candidate's output, it is asked about the expected output: failing there as
+        well, the problem is broken; otherwise the output is what broke it."""
+        verdict, detail = self._checker_verdict(checker_source, test, got)
+        if verdict is None:
+            expected_verdict, _ = self._checker_verdict(checker_source, test, test.output)
+            if expected_verdict is not True:
+                raise ValueError(f"the problem's checker fails on its own expected output: {detail}")
+            return False, f"the problem's checker failed on this output: {detail}"
+        return verdict, "" if verdict else "rejected by the problem's checker"
+
+    def _checker_verdict(self, checker_source: str, test: TestCase, got: str) -> tuple[bool | None, str]:
         case = json.dumps({"input": test.input, "expected": test.output, "got": got})
         run = self.sandbox.run(checker_source + "\n" + _CHECKER_DRIVER, case, time_limit_s=10.0,
                                memory_limit_mb=self.config.memory_limit_mb)
         if run.status != "ok" or run.stdout not in (b"0", b"1"):
-            raise ValueError(f"checker failed ({run.status}): {run.detail or run.stdout[:200]!r}")
-        return run.stdout == b"1", "" if run.stdout == b"1" else "rejected by the problem's checker"
+            return None, f"{run.status}: {run.detail or run.stdout[:200]!r}"
+        return run.stdout == b"1", ""
 
     def _result(self, state: _SampleState, sample_index: int, problem_id: str, seconds: float) -> EvaluationResult:
         total = len(state.problem.tests)

@@ -213,8 +213,24 @@ class Worker:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        if self.uid is not None:
+            # A worker closed mid-run (Ctrl-C, or one that retired) cannot sweep its last
+            # run's escaped processes: kill every process of the run uid, as that uid.
+            # (`kill -9 -1`: every process the caller may signal; our interpreter may sit where
+            # that uid cannot run it.)
+            kill = shutil.which("kill", path=RUN_ENVIRONMENT["PATH"])
+            if kill:
+                subprocess.run([kill, "-9", "-1"], user=self.uid, env=RUN_ENVIRONMENT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         if self._own_tmp:
             shutil.rmtree(self._own_tmp, ignore_errors=True)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # real-time signals have no name
+        return f"{signum}"
 
 
 def _last_line(stderr: bytes) -> str:
@@ -250,7 +266,7 @@ def classify(header: dict, stdout: bytes, stderr: bytes, result: bytes, time_lim
     near_limit = header["max_rss_kb"] / 1024 >= 0.9 * memory_limit_mb
     if "MemoryError" in tail[0] or (signum in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS) and near_limit):
         return "memory_limit_exceeded", f"limit {memory_limit_mb} MiB; {tail[0][:200]}"
-    how = f"killed by signal {signal.Signals(signum).name}" if signum else f"exit code {exit_code}"
+    how = f"killed by signal {_signal_name(signum)}" if signum else f"exit code {exit_code}"
     return "runtime_error", f"{how}: {tail[0][:300]}"
 
 
