@@ -268,3 +268,28 @@ def test_nothing_a_run_can_make_outlives_it_for_the_next(sandbox):
         print(libc.syscall(249, b"user", b"beacon", None, -4) > 0)
     """)
     assert sandbox.run_program(find).stdout == b"False\n"  # the worker retired: another uid now
+
+
+def test_without_a_uid_of_its_own_a_run_cannot_unmount_what_hides_our_files(monkeypatch, tmp_path):
+    import os
+    import shutil
+
+    from microcoder.evaluator import sandbox as sandbox_module
+
+    unshare = shutil.which("unshare")
+    prefix = (unshare, "--user", "--map-root-user", "--net", "--mount", "--ipc")
+    if not unshare or not sandbox_module._works([*prefix, "true"]):
+        pytest.skip("user namespaces are not available here")
+    plan = sandbox_module.IsolationPlan(prefix, False, True, "namespaces; runs keep the caller's uid")
+    monkeypatch.setattr(sandbox_module, "isolation_plan", lambda mode: plan)
+    secret = tmp_path / "expected-outputs.txt"  # under /tmp, which the worker covers
+    secret.write_text("secret")
+    attack = textwrap.dedent(f"""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        refused = libc.umount2(b"/tmp", 2) != 0  # MNT_DETACH: the host's /tmp would show
+        print(refused, os.path.exists({str(secret)!r}))
+    """)
+    with Sandbox(workers=1) as box:
+        assert box.run_program("print(1)").stdout == b"1\n"
+        assert box.run_program(attack).stdout == b"True False\n"

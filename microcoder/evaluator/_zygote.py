@@ -65,6 +65,8 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1
+PR_CAPBSET_DROP, LINUX_CAPABILITY_VERSION_3 = 24, 0x20080522
+CAPABILITIES_TO_DROP = ()  # set by main() for workers whose runs get no uid of their own
 # In the worker's own IPC namespace: no SysV shared memory, message queue or semaphore set
 # and no POSIX message queue can be made, so none can outlive a run for the next to find.
 IPC_LIMITS = {"/proc/sys/kernel/shmmni": "0", "/proc/sys/kernel/msgmni": "0",
@@ -122,7 +124,7 @@ def isolate_filesystem(hidden, site_paths):
     /tmp, /var/tmp or /dev/shm), then bind the Python installation back (read-only) where
     it lay under one of them, so imports keep working."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    make_read_only_recursively("/")
+    read_only = make_read_only_recursively("/")
     keep = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *site_paths)}
     keep = sorted(p for p in keep if os.path.isdir(p))
     keep = [p for p in keep if not any(p != q and is_under(p, q) for q in keep)]
@@ -138,6 +140,7 @@ def isolate_filesystem(hidden, site_paths):
         mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
         os.close(fd)
+    return read_only
 
 
 def to_jsonable(value, depth=0):
@@ -355,6 +358,8 @@ def child_main(request, code, compile_notes, fds, limits, uid):
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
+        elif CAPABILITIES_TO_DROP:
+            drop_capabilities()
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         sys.argv = CHILD_ARGV
         sys.path.insert(0, CHILD_DIRECTORY)
@@ -412,6 +417,24 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         traceback.print_exc()
         status = 1
     finish(status)
+
+
+class CapabilityHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapabilityData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities():
+    """Without a uid of its own (a user namespace where the run is its root), a run keeps
+    the namespace's capabilities and could unmount the tmpfs that hides the caller's
+    files. Empty the bounding set (no exec can bring them back) and every set."""
+    for capability in CAPABILITIES_TO_DROP:
+        LIBC.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)
+    header = CapabilityHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    check(LIBC.capset(ctypes.byref(header), ctypes.byref((CapabilityData * 2)())), "capset")
 
 
 def write_all(fd, data):
@@ -722,14 +745,19 @@ def main():
         for path, value in IPC_LIMITS.items():
             with open(path, "w") as handle:
                 handle.write(value)
+    read_only = None
     if config["isolate_filesystem"]:  # after the limits: /proc is read-only from here on
-        isolate_filesystem(config["hidden_paths"], config["site_paths"])
+        global CAPABILITIES_TO_DROP
+        if config["uid"] is None:
+            with open("/proc/sys/kernel/cap_last_cap") as handle:
+                CAPABILITIES_TO_DROP = tuple(range(int(handle.read()) + 1))
+        read_only = isolate_filesystem(config["hidden_paths"], config["site_paths"])
     os.makedirs(config["tmp_root"], exist_ok=True)
     LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # No parent-death signal here: it follows the parent *thread*. The zygote ends when
     # its request pipe reaches EOF, which happens however the caller exits.
     requests, replies = prepare_worker(config, 0, 1)
-    write_message(replies, {"ready": True, "pid": os.getpid()})
+    write_message(replies, {"ready": True, "pid": os.getpid(), "read_only_root": read_only})
     while True:
         try:
             request, blobs = read_message(requests)

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -188,6 +189,12 @@ class Worker:
         if not hello.get("ready"):
             self.close()
             raise RuntimeError(f"sandbox worker said {hello!r} at start")
+        if hello.get("read_only_root") is False:  # the kernel lacks mount_setattr (Linux < 5.12)
+            if config.isolation == "full":
+                self.close()
+                raise RuntimeError("isolation='full': the worker could not make its mounts read-only")
+            warnings.warn("sandbox: the worker's mounts stay writable (Linux < 5.12?); runs can write "
+                          "world-writable host directories such as /run/lock", RuntimeWarning, stacklevel=2)
 
     @property
     def alive(self) -> bool:
