@@ -260,14 +260,14 @@ def test_nothing_a_run_can_make_outlives_it_for_the_next(sandbox):
         print(made)
     """)
     first = sandbox.run_program(leave)
-    assert first.stdout == b"[('shm', False), ('mq', False), ('key', True)]\n", first
+    assert first.stdout == b"[('shm', False), ('mq', False), ('key', False)]\n", first
     find = textwrap.dedent("""
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         # request_key in the user keyring: syscall 249
         print(libc.syscall(249, b"user", b"beacon", None, -4) > 0)
     """)
-    assert sandbox.run_program(find).stdout == b"False\n"  # the worker retired: another uid now
+    assert sandbox.run_program(find).stdout == b"False\n"
 
 
 def test_without_a_uid_of_its_own_a_run_cannot_unmount_what_hides_our_files(monkeypatch, tmp_path):

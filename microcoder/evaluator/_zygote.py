@@ -66,6 +66,8 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1
 PR_CAPBSET_DROP, LINUX_CAPABILITY_VERSION_3 = 24, 0x20080522
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+KEYRING_FILTER = None  # set by prepare_worker()
 CAPABILITIES_TO_DROP = ()  # set by main() for workers whose runs get no uid of their own
 # In the worker's own IPC namespace: no SysV shared memory, message queue or semaphore set
 # and no POSIX message queue can be made, so none can outlive a run for the next to find.
@@ -361,6 +363,8 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         elif CAPABILITIES_TO_DROP:
             drop_capabilities()
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if KEYRING_FILTER is not None:  # no_new_privs is set (the worker's), as seccomp needs
+            check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(KEYRING_FILTER[0]), 0, 0), "seccomp")
         sys.argv = CHILD_ARGV
         sys.path.insert(0, CHILD_DIRECTORY)
         sys.stderr = sys.__stderr__ = CHILD_STREAMS[2]  # stdin and stdout already are
@@ -417,6 +421,45 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         traceback.print_exc()
         status = 1
     finish(status)
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(SockFilter))]
+
+
+# The kernel keyring calls (add_key, request_key, keyctl), by architecture: keys are not
+# namespaced and outlive a run, so a run could leave them for later ones to read.
+KEYRING_SYSCALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+
+
+def keyring_filter():
+    """A seccomp program refusing the keyring calls with EPERM (and, on x86_64, the x32 and
+    32-bit entry points, under whose numbers they would slip through); None on other
+    architectures."""
+    import platform
+
+    if platform.machine() not in KEYRING_SYSCALLS:
+        return None
+    arch, numbers = KEYRING_SYSCALLS[platform.machine()]
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    count = len(numbers)
+    program = [
+        (load, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, arch),
+        (ret, 0, 0, refuse),  # another architecture's entry point
+        (load, 0, 0, 0),  # seccomp_data.nr
+        (jge, count + 1, 0, 0x40000000),  # x32
+        *[(jeq, count - index, 0, number) for index, number in enumerate(numbers)],
+        (ret, 0, 0, allow),
+        (ret, 0, 0, refuse),
+    ]
+    filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
+    return SockFprog(len(program), filters), filters  # keep the array alive beside the pointer
 
 
 class CapabilityHeader(ctypes.Structure):
@@ -683,7 +726,7 @@ print(solve(int(input()), list(map(int, sys.stdin.read().split()))))
 def prepare_worker(config, requests, replies):
     """Do once, in the worker, what every child would otherwise do for itself: each child
     inherits the result. Returns the request and reply fds, moved off 0-3."""
-    global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR, RUN_UID
+    global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR, RUN_UID, KEYRING_FILTER
     # Move the pipes up and put /dev/null on fds 0-4, so that the streams every child
     # uses can be made here (they see a seekable file, as a child's stdin is) and no
     # memory file of a run lands on 0-3.
@@ -721,6 +764,7 @@ def prepare_worker(config, requests, replies):
     # limit); glibc sizes threads' stacks by RLIMIT_STACK, which the worker raised for
     # deep recursion, and 16 MiB keeps threads within the memory limit.
     LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    KEYRING_FILTER = keyring_filter()
     for signum in (signal.SIGXFSZ, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
     _thread.stack_size(16 * 1024 * 1024)
