@@ -3,8 +3,8 @@ machine with nothing else around it.
 
     python benchmarks/fork_floor.py [--processes N] [--runs 1280]
 
-Each of N processes (one per core) is an interpreter like a sandbox worker (`python -I -S`,
-the worker's module with its preloads, warmed up, symbols bound at start) that, per run,
+Each of N processes (one per core) is an interpreter like a sandbox worker (its flags and
+hash seed, the worker's module with its preloads, warmed up, symbols bound at start) that, per run,
 puts the input in a memory file, forks, and in the child moves stdin/stdout onto it, runs
 the trivial program and exits; the parent waits and reads the output. No limits, uid,
 session, directory, IPC or judging: whatever the evaluator spends above this is its own.
@@ -24,7 +24,7 @@ ZYGOTE = Path(__file__).resolve().parents[1] / "microcoder" / "evaluator" / "_zy
 
 
 def serve(kind: str, runs: int, code_text: str, prelude: str) -> None:
-    """One floor process: `runs` forked runs of the program (run as `python -I -S`)."""
+    """One floor process: `runs` forked runs of the program."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_zygote", ZYGOTE)
@@ -66,8 +66,10 @@ def floor_ms_per_sample(kind: str, code: str, prelude: str, samples: int, tests:
     """Milliseconds per sample of `tests` runs at the floor, processes running at once."""
     import subprocess  # here, not at the top: it imports threading, whose at-fork hook would slow every fork
 
-    command = [sys.executable, "-I", "-S", __file__, "--serve", kind, "--code", code, "--prelude", prelude]
-    environment = {"PATH": "/usr/bin:/bin", "LD_BIND_NOW": "1"}
+    from microcoder.evaluator.sandbox import WORKER_FLAGS
+
+    command = [sys.executable, *WORKER_FLAGS, __file__, "--serve", kind, "--code", code, "--prelude", prelude]
+    environment = {"PATH": "/usr/bin:/bin", "LD_BIND_NOW": "1", "PYTHONHASHSEED": "0"}
     runs = samples * tests
     shares = [runs // processes + (1 if i < runs % processes else 0) for i in range(processes)]
     children = [subprocess.Popen([*command, "--runs", str(share)], env=environment, stdout=subprocess.PIPE)

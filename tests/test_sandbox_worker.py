@@ -170,7 +170,8 @@ def test_string_hashes_are_the_same_on_every_worker_and_start():
     outputs = set()
     for _ in range(2):
         with Sandbox(workers=2) as sandbox:
-            outputs.update(run.stdout for run in (sandbox.run_program(code) for _ in range(4)))
+            outputs.update(run.stdout for run in sandbox.run_programs([(code, "")] * 8))
+            assert len(sandbox._all) == 2  # both workers answered
     assert len(outputs) == 1
 
 
@@ -191,19 +192,19 @@ def processes_of(uids):
 
 def test_an_interrupted_run_does_not_hand_its_reply_to_the_next(monkeypatch):
     from microcoder.evaluator import sandbox as sandbox_module
-    from microcoder.evaluator._wire import write_message
 
-    def interrupted(worker, request, source, stdin):
-        write_message(worker.process.stdin.fileno(), request, [source, stdin])
-        raise KeyboardInterrupt  # e.g. Ctrl-C while the reply is on its way
+    def interrupted(fd):
+        raise KeyboardInterrupt  # e.g. Ctrl-C while we wait for the reply
 
     # Still running when interrupted: the worker is closed mid-run (killed after 5 s).
     daemon = "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(100)\n"
     with Sandbox(workers=1) as box:
         assert box.run_program("print('warm')").stdout == b"warm\n"
         uids = set(box.run_uids)
+        if not uids:
+            pytest.skip("runs have no uid of their own here (not root): their processes cannot be told apart")
         with monkeypatch.context() as patch:
-            patch.setattr(sandbox_module.Worker, "run", interrupted)
+            patch.setattr(sandbox_module, "read_message", interrupted)
             with pytest.raises(KeyboardInterrupt):
                 box.run(daemon, time_limit_s=30)
         assert box.run_program("print('B')").stdout == b"B\n"
@@ -261,13 +262,6 @@ def test_nothing_a_run_can_make_outlives_it_for_the_next(sandbox):
     """)
     first = sandbox.run_program(leave)
     assert first.stdout == b"[('shm', False), ('mq', False), ('key', False)]\n", first
-    find = textwrap.dedent("""
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        # request_key in the user keyring: syscall 249
-        print(libc.syscall(249, b"user", b"beacon", None, -4) > 0)
-    """)
-    assert sandbox.run_program(find).stdout == b"False\n"
 
 
 def test_without_a_uid_of_its_own_a_run_cannot_unmount_what_hides_our_files(monkeypatch, tmp_path):

@@ -28,8 +28,13 @@ def read_message(fd):
     return header, [read_exact(fd, size) for size in header.get("blobs", [])]
 
 
-def write_message(fd, header, blobs=()):
-    encoded = json.dumps(dict(header, blobs=[len(blob) for blob in blobs])).encode()
-    view = memoryview(b"".join([struct.pack(">I", len(encoded)), encoded, *blobs]))
+def write_all(fd, data):
+    """os.write until all of `data` is written (pipes and files may take part of it)."""
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def write_message(fd, header, blobs=()):
+    encoded = json.dumps(dict(header, blobs=[len(blob) for blob in blobs])).encode()
+    write_all(fd, b"".join([struct.pack(">I", len(encoded)), encoded, *blobs]))

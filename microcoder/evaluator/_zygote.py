@@ -1,27 +1,30 @@
 """The sandbox worker ("zygote"): a fresh interpreter that forks one child per program run.
 
 Started by `sandbox.Worker` as `python -P -s -S _zygote.py CONFIG_JSON`, usually inside new
-network and mount namespaces (`unshare --net --mount`). It imports nothing from
+network, mount and IPC namespaces (`unshare --net --mount --ipc`). It imports nothing from
 microcoder: it must not hold anything of the caller's but the programs and inputs it is
 asked to run, because every child it forks inherits its memory. In particular the
 expected outputs never come here; the caller compares.
 
 Per run the zygote:
-  1. compiles the program (once per distinct source: the tests of a sample share it),
-     makes the run's private directory, and puts stdin, stdout, stderr and the result in
-     fresh memory files (memfd: real, seekable files that no path names);
-  2. forks a child that starts a new session, moves those files to fds 0-3, sets rlimits
+  1. has the program compiled by a helper under the run's limits (once per program: the
+     tests of a sample come one after another), makes the run's private directory, and
+     puts stdin (sealed), stdout, stderr and the result in fresh memory files (memfd:
+     real, seekable files that no path names), beside a status pipe;
+  2. forks a child that starts a new session, moves those onto fds 0-4, sets rlimits
      (CPU, address space, file size, processes, open files), drops to a per-worker uid,
-     closes every other file descriptor, and runs the program as `__main__` (or calls its
+     installs the keyring seccomp filter, closes every other file descriptor, reports on
+     the status pipe and closes it, and runs the program as `__main__` (or calls its
      entry point);
   3. waits with a wall-clock backstop, kills whatever the run left behind (its process
-     group, then as the worker uid `kill(-1, SIGKILL)`), reaps, reads the outputs,
-     removes the directory and replies.
+     group, then as the worker uid `kill(-1, SIGKILL)`), reaps, reads the outputs and the
+     status, removes the directory (and litter in the shared temp directories) and
+     replies, retiring afterwards if anything of the run could not be removed.
 
 Speed: a forked child pays a copy-on-write fault for each page it writes (~3-8 us on
 these VMs), so whatever every child would do alike is done once in the worker before it
 serves (`prepare_worker`): streams, signal dispositions, no_new_privs, thread stack size,
-HOME/TMPDIR, the compiled program.
+HOME/TMPDIR, the call prelude's imports, the compiled program.
 
 Messages in both directions are framed as `_wire.py` says.
 """
@@ -38,8 +41,8 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I left our folder off the path
-from _wire import read_message, write_message  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -P left our folder off the path
+from _wire import read_message, write_all, write_message  # noqa: E402
 
 del sys.path[0]
 
@@ -67,7 +70,6 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1
 PR_CAPBSET_DROP, LINUX_CAPABILITY_VERSION_3 = 24, 0x20080522
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-KEYRING_FILTER = None  # set by prepare_worker()
 CAPABILITIES_TO_DROP = ()  # set by main() for workers whose runs get no uid of their own
 # In the worker's own IPC namespace: no SysV shared memory, message queue or semaphore set
 # and no POSIX message queue can be made, so none can outlive a run for the next to find.
@@ -78,18 +80,26 @@ RESULT_FD = 3  # call mode: b"R" + the return value's JSON, or b"U" + why it is 
 STATUS_FD = 4  # see child_main
 STDIN_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 MAX_FD = 1 << 16
-COMPILE_IN_WORKER_BYTES = 1 << 20  # larger sources compile in the child, under its limits
+COMPILE_IN_HELPER_BYTES = 1 << 20  # larger sources: each child compiles them itself
 COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, OverflowError)  # MemoryError is the limit's
 MAX_COMPILED_BYTES = 16 << 20  # a larger code object is compiled by each child instead of kept
 # Set by prepare_worker(): what every child uses as it is.
 CHILD_DIRECTORY = CHILD_FILE = CHILD_MAIN = None
 CHILD_ARGV = ["solution.py"]
 CHILD_STREAMS = ()
-CHILDREN_FILE = WORKER_STDERR = None
+CHILDREN_FILE = None
+WORKER_STDERR = None  # the worker's own stderr stream, kept apart from the children's
 SHARED_TMP = {}  # isolated workers: shared temp directory -> (size, mtime) after the last clean-up
 KEEP_IN_SHARED_TMP = set()
 RETIRING = False
 RUN_UID = None  # bytes, as /proc/key-users writes it
+
+
+def become(uid):
+    """Drop to the run uid: no supplementary groups, that gid and uid."""
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
 
 
 def check(result, what):
@@ -273,7 +283,7 @@ def compile_in_helper(source, request, uid):
     compiled once per way out), which the worker itself must never spend. Whatever the
     helper cannot do within the limits (code None) the child compiles itself, under the
     same limits, and meets the same end."""
-    if len(source) > COMPILE_IN_WORKER_BYTES:
+    if len(source) > COMPILE_IN_HELPER_BYTES:
         return None, b"", None
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -284,9 +294,7 @@ def compile_in_helper(source, request, uid):
             for limit, value in limits_for(request, uid)[:2]:  # CPU and address space
                 resource.setrlimit(limit, value)
             if uid is not None:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
+                become(uid)
             with warnings.catch_warnings(record=True) as caught:
                 try:
                     answer = ["code", marshal.dumps(compile(source, CHILD_FILE, "exec"))]
@@ -339,7 +347,7 @@ def read_within(fd, cap, seconds):
     return None
 
 
-def child_main(request, code, compile_notes, fds, limits, uid):
+def child_main(request, program, compile_notes, prelude, fds, limits, uid):
     """Runs in the forked child; never returns. Everything that can be done once in the
     worker is (see `prepare_worker`): on these machines each page a child writes costs a
     copy-on-write fault, so the child does as little as it can.
@@ -348,7 +356,10 @@ def child_main(request, code, compile_notes, fds, limits, uid):
     holds): b"P" the problem's prelude failed, b"C" what follows is the program's doing
     (compiling it, when the worker's helper could not, then running it), b"S" it does not
     compile. Then it closes the pipe, so nothing the candidate does can write a status (a
-    program that wrote b"P" could turn its own failure into a judge error)."""
+    program that wrote b"P" could turn its own failure into a judge error).
+
+    `program` is the code object, or the source where the worker's helper could not
+    compile it; `prelude` is prepared_prelude()'s answer for call problems, else None."""
     try:
         os.setsid()
         for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file, the status pipe
@@ -357,14 +368,10 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         for limit, value in limits:
             resource.setrlimit(limit, value)
         if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
+            become(uid)
         elif CAPABILITIES_TO_DROP:
             drop_capabilities()
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if KEYRING_FILTER is not None:  # no_new_privs is set (the worker's), as seccomp needs
-            check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(KEYRING_FILTER[0]), 0, 0), "seccomp")
         sys.argv = CHILD_ARGV
         sys.path.insert(0, CHILD_DIRECTORY)
         sys.stderr = sys.__stderr__ = CHILD_STREAMS[2]  # stdin and stdout already are
@@ -375,8 +382,8 @@ def child_main(request, code, compile_notes, fds, limits, uid):
         os.write(2, traceback.format_exc().encode())
         os._exit(242)  # no b"C": the sandbox's failure, not the program's
 
-    if request["kind"] == "call":
-        module, rest = prepared_prelude(request["prelude"])
+    if prelude is not None:  # a call problem: the module the worker prepared, and the rest of the prelude
+        module, rest = prelude
         sys.modules["solution"] = module
         if rest is not None:  # the problem's own code: its failure is the problem's
             try:
@@ -388,9 +395,10 @@ def child_main(request, code, compile_notes, fds, limits, uid):
     os.write(STATUS_FD, b"C")  # from here on, what happens is the program's doing
     if compile_notes:  # what the interpreter would have printed while compiling
         os.write(2, compile_notes)
-    if code is None:  # the worker's helper could not compile it within the limits: here
+    code = program
+    if isinstance(program, str):  # the worker's helper could not compile it within the limits: here
         try:
-            code = compile(request["source"], CHILD_FILE, "exec")
+            code = compile(program, CHILD_FILE, "exec")
         except COMPILE_ERRORS:
             traceback.print_exc(limit=0)
             os.write(STATUS_FD, b"S")
@@ -478,12 +486,6 @@ def drop_capabilities():
         LIBC.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)
     header = CapabilityHeader(LINUX_CAPABILITY_VERSION_3, 0)
     check(LIBC.capset(ctypes.byref(header), ctypes.byref((CapabilityData * 2)())), "capset")
-
-
-def write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def wait_with_backstop(pid, wall_limit):
@@ -586,13 +588,12 @@ def run(request, blobs, config):
     code, notes, syntax_error = compiled_program(source, request, config["uid"])
     if syntax_error is not None:  # nothing to run: reply as the child would have
         return dict(NO_EXIT_STATUS, status="S"), [b"", notes + syntax_error, b""]
+    prelude = None
     if request["kind"] == "call":
         try:  # before the fork, so that every child inherits the module
-            prepared_prelude(request["prelude"])
+            prelude = prepared_prelude(request["prelude"])
         except Exception as error:  # noqa: BLE001 - a broken problem, not the program's fault
             return {"error": f"the problem's prelude fails: {error!r}"[:2000]}, []
-    if code is None:
-        request["source"] = source
     uid = config["uid"]
     os.mkdir(CHILD_DIRECTORY, 0o700)  # the last run's is gone, or the worker retired
     fds = [os.memfd_create("stdin", os.MFD_ALLOW_SEALING)]
@@ -608,12 +609,10 @@ def run(request, blobs, config):
         limits = limits_for(request, uid)
         pid = os.fork()
         if pid == 0:
-            child_main(request, code, notes, fds[:5], limits, uid)
+            child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid)
         os.close(fds.pop(4))  # only the child writes statuses
         status, rusage, wall, wall_timeout = wait_with_backstop(pid, request["wall_limit_s"])
-        if wall_timeout or leftover_children():
-            kill_group(pid)
-            sweep(uid)
+        sweep(uid)  # nothing to do unless the run left something (the backstop killed its group)
         cap = request["output_bytes"]
         out = [read_back(fds[1], cap), read_back(fds[2], 4096, tail=True), read_back(fds[3], cap)]
         statuses = os.read(fds[4], 16)  # the child is gone: every write end is closed
@@ -726,7 +725,7 @@ print(solve(int(input()), list(map(int, sys.stdin.read().split()))))
 def prepare_worker(config, requests, replies):
     """Do once, in the worker, what every child would otherwise do for itself: each child
     inherits the result. Returns the request and reply fds, moved off 0-3."""
-    global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR, RUN_UID, KEYRING_FILTER
+    global CHILD_DIRECTORY, CHILD_FILE, CHILD_MAIN, CHILD_STREAMS, CHILDREN_FILE, WORKER_STDERR, RUN_UID
     # Move the pipes up and put /dev/null on fds 0-4, so that the streams every child
     # uses can be made here (they see a seekable file, as a child's stdin is) and no
     # memory file of a run lands on 0-3.
@@ -764,7 +763,9 @@ def prepare_worker(config, requests, replies):
     # limit); glibc sizes threads' stacks by RLIMIT_STACK, which the worker raised for
     # deep recursion, and 16 MiB keeps threads within the memory limit.
     LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    KEYRING_FILTER = keyring_filter()
+    keyring = keyring_filter()  # on the worker itself, so that every run inherits it
+    if keyring is not None:
+        check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(keyring[0]), 0, 0), "seccomp")
     for signum in (signal.SIGXFSZ, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
     _thread.stack_size(16 * 1024 * 1024)

@@ -7,11 +7,13 @@ what is not.
 
 Isolation, strongest first (chosen by `isolation="auto"`):
 - running as root: each worker in its own network namespace (no network but a down
-  loopback) and mount namespace (/root, /home, /tmp, the caller's home and working
-  directory covered by empty tmpfs; the Python installation bound back read-only), and
-  each run under a uid of its own worker, so the run cannot signal or read our
-  processes, RLIMIT_NPROC stops fork bombs, and leftovers are killed by uid;
-- not root, user namespaces allowed: the same namespaces, but runs keep our uid;
+  loopback), IPC namespace (no SysV IPC or message queues) and mount namespace (every
+  mount read-only; /root, /home, /tmp, the caller's home and working directory covered
+  by empty tmpfs; the Python installation bound back read-only), and each run under a
+  uid of its own worker, so the run cannot signal or read our processes, RLIMIT_NPROC
+  stops fork bombs, and leftovers are killed by uid;
+- not root, user namespaces allowed: the same namespaces, but runs keep our uid (and
+  drop every capability);
 - neither: rlimits, a private directory, a scrubbed environment and process-group kills.
 """
 
@@ -154,6 +156,7 @@ class Worker:
         slot = next(_slots)
         self.uid = 100_000 + (os.getpid() % 32768) * 4096 + slot % 4096 if plan.switch_uid else None
         self._own_tmp: str | None = None
+        self.unswept = False  # a run may have left processes the worker did not kill
         if plan.isolate_filesystem:
             tmp_root = "/tmp/microcoder-runs"
         else:
@@ -201,8 +204,11 @@ class Worker:
         return self.process.poll() is None
 
     def run(self, request: dict, source: bytes, stdin: bytes) -> tuple[dict, list[bytes]]:
+        self.unswept = True  # until the worker's reply says it cleaned up after the run
         write_message(self.process.stdin.fileno(), request, [source, stdin])
-        return read_message(self.process.stdout.fileno())
+        header, blobs = read_message(self.process.stdout.fileno())
+        self.unswept = bool(header.get("retiring"))
+        return header, blobs
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -220,8 +226,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-        if self.uid is not None:
-            # A worker closed mid-run (Ctrl-C, or one that retired) cannot sweep its last
+        if self.uid is not None and self.unswept:
+            # A worker closed mid-run (Ctrl-C), or one that retired, did not sweep its last
             # run's escaped processes: kill every process of the run uid, as that uid.
             # (`kill -9 -1`: every process the caller may signal; our interpreter may sit where
             # that uid cannot run it.)
@@ -244,7 +250,7 @@ def _last_line(stderr: bytes) -> str:
     return (stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""])[0]
 
 
-def classify(header: dict, stdout: bytes, stderr: bytes, result: bytes, time_limit_s: float,
+def classify(header: dict, stdout: bytes, stderr: bytes, time_limit_s: float,
              memory_limit_mb: int, output_limit_bytes: int) -> tuple[str, str]:
     """(status, detail) of a finished run, from what the worker measured."""
     exit_code, signum, cpu = header["exit_code"], header["signal"], header["cpu_s"]
@@ -269,12 +275,12 @@ def classify(header: dict, stdout: bytes, stderr: bytes, result: bytes, time_lim
         return "output_limit_exceeded", f"output over {output_limit_bytes} bytes"
     if exit_code == 0 and signum is None:
         return "ok", ""
-    tail = [_last_line(stderr)]
+    tail = _last_line(stderr)
     near_limit = header["max_rss_kb"] / 1024 >= 0.9 * memory_limit_mb
-    if "MemoryError" in tail[0] or (signum in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS) and near_limit):
-        return "memory_limit_exceeded", f"limit {memory_limit_mb} MiB; {tail[0][:200]}"
+    if "MemoryError" in tail or (signum in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS) and near_limit):
+        return "memory_limit_exceeded", f"limit {memory_limit_mb} MiB; {tail[:200]}"
     how = f"killed by signal {_signal_name(signum)}" if signum else f"exit code {exit_code}"
-    return "runtime_error", f"{how}: {tail[0][:300]}"
+    return "runtime_error", f"{how}: {tail[:300]}"
 
 
 class Sandbox:
@@ -400,14 +406,13 @@ class Sandbox:
         if "error" in header:  # the worker could not run it (e.g. the problem's prelude is broken)
             return ProgramRun("sandbox_error", detail=header["error"])
         stdout, stderr, result = blobs
-        status, detail = classify(header, stdout, stderr, result, time_limit_s, memory_limit_mb, output_bytes)
+        status, detail = classify(header, stdout, stderr, time_limit_s, memory_limit_mb, output_bytes)
         # Call runs: the result file holds b"R" + JSON of the return value, or b"U" + why it
         # could not be serialised.
-        returned = result
-        return_json = returned[1:].decode("utf-8", "replace") if returned[:1] == b"R" else None
+        return_json = result[1:].decode("utf-8", "replace") if result[:1] == b"R" else None
         if status == "ok" and kind == "call" and return_json is None:
-            if returned[:1] == b"U":
-                detail = "return value is not JSON data: " + returned[1:].decode("utf-8", "replace")
+            if result[:1] == b"U":
+                detail = "return value is not JSON data: " + result[1:].decode("utf-8", "replace")
             else:
                 detail = "the program exited before its entry point returned"
         return ProgramRun(
