@@ -133,6 +133,10 @@ class ProblemFormatError(ValueError):
         super().__init__(f"{path}: row {row}: field '{field}': {message}")
 
 
+class DuplicateIdError(ProblemFormatError):
+    """A row whose id an earlier row of the file already has."""
+
+
 def _first_error(error: ValidationError) -> tuple[str, str]:
     first = error.errors()[0]
     cause = first.get("ctx", {}).get("error")
@@ -182,13 +186,20 @@ def read_problems(
 ) -> list[Problem]:
     """Read a canonical JSONL file. Without `on_error` the first bad row raises; with it,
     bad rows are passed to `on_error` and skipped. Duplicate ids are an error."""
+    return parse_problems(iter_jsonl(path, on_error), path, on_error)
+
+
+def parse_problems(
+    rows: Iterable[tuple[int, Any]], path: str | Path, on_error: Callable[[ProblemFormatError], None] | None = None
+) -> list[Problem]:
+    """Problems from decoded (row, record) pairs of `path`, as `read_problems` says."""
     problems: list[Problem] = []
     seen: set[str] = set()
-    for row, record in iter_jsonl(path, on_error):
+    for row, record in rows:
         try:
             problem = parse_problem(record, path, row)
             if problem.id in seen:
-                raise ProblemFormatError(path, row, "id", f"duplicate id {problem.id!r}")
+                raise DuplicateIdError(path, row, "id", f"duplicate id {problem.id!r}")
         except ProblemFormatError as error:
             if on_error is None:
                 raise

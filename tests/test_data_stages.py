@@ -208,3 +208,16 @@ def test_a_canonical_source_keeps_good_rows_and_names_each_bad_one(tmp_path):
     assert [problem.id for problem in problems] == ["a"]
     assert [(r.row, r.field, r.reason) for r in rejects] == [
         (2, "(json)", "unparseable row"), (3, "id", "duplicate id"), (4, "kind", "invalid record")]
+
+
+def test_a_canonical_source_may_be_one_json_list(tmp_path):
+    from microcoder.data.ingest import load_source
+    from microcoder.data.pipeline import SourceConfig
+
+    good = {"id": "a", "prompt": "p", "kind": "stdin", "tests": [{"input": "1", "output": "1"}]}
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps([good, dict(good, id="b"), good]))
+    config = PipelineConfig(sources=[], progress=False, base_dir=str(tmp_path))
+    problems, rejects = load_source(config, SourceConfig(path=str(path)), StageContext(config))
+    assert [problem.id for problem in problems] == ["a", "b"]
+    assert [(r.row, r.field, r.reason) for r in rejects] == [(3, "id", "duplicate id")]

@@ -34,7 +34,7 @@ from microcoder.data.pipeline import (
     write_json_atomic,
     write_lines_atomic,
 )
-from microcoder.problems import Problem, ProblemFormatError, read_problems
+from microcoder.problems import DuplicateIdError, Problem, ProblemFormatError, parse_problems
 
 CANONICAL_FIELDS = {"id", "prompt", "kind", "tests"}
 
@@ -166,14 +166,22 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
     format = source.format
     first = _first_record(path)
     if format == "canonical" or (format == "auto" and isinstance(first, dict) and CANONICAL_FIELDS <= set(first)):
+        from microcoder.data.loaders import _read_records
+
         rejects: list[Reject] = []
 
         def on_error(error: ProblemFormatError) -> None:
             reason = ("unparseable row" if error.field == "(json)" else
-                      "duplicate id" if error.field == "id" and error.message.startswith("duplicate id") else "invalid record")
+                      "duplicate id" if isinstance(error, DuplicateIdError) else "invalid record")
             rejects.append(Reject(str(path), error.row, error.field, reason, str(error), None))
 
-        return read_problems(path, on_error=on_error), rejects
+        rows = []
+        for row, record, error in _read_records(path):  # JSONL, or one JSON list
+            if error is not None:
+                on_error(ProblemFormatError(path, row, "(json)", error))
+            else:
+                rows.append((row, record))
+        return parse_problems(rows, path, on_error), rejects
     if format == "auto":
         format = detect_format(path, first)
     sandbox = context.evaluator().sandbox if format in ASSERT_FORMATS else None

@@ -92,7 +92,6 @@ class RowRejected(ProblemFormatError):
 
     def __init__(self, path: str | Path, row: int, field: str, message: str, reason: str | None = None):
         super().__init__(path, row, field, message)
-        self.message = message
         self.reason = reason or message
 
 
