@@ -483,10 +483,13 @@ def freeze_below_top_layers(model, count: int) -> None:
 
 def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     """(train, held-out) problems named by config.problems / heldout_problems / heldout_size."""
-    from microcoder.training.tasks import named_problems
+    from microcoder.training.tasks import default_problems, named_problems
 
-    train = named_problems(config.problems, "train", config.seed)
-    heldout = named_problems("default", "heldout", config.seed)[: config.heldout_size] if config.problems == "default" else []
+    if config.problems == "default":
+        train, heldout = default_problems(config.seed)
+        heldout = heldout[: config.heldout_size]
+    else:
+        train, heldout = named_problems(config.problems, "train", config.seed), []
     if config.heldout_problems is not None:
         heldout = named_problems(config.heldout_problems, "heldout", config.seed)
     elif config.problems != "default":

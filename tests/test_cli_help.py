@@ -1,0 +1,28 @@
+"""The defaults the CLI's help states are the configs' own (they are written out by hand)."""
+
+import dataclasses
+import re
+
+import pytest
+from typer.main import get_command
+
+from microcoder.cli import app
+from microcoder.training.evaluation import EvalConfig
+from microcoder.training.probe import ProbeConfig
+
+
+def shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+@pytest.mark.parametrize("command, config", [("eval", EvalConfig), ("temperature-probe", ProbeConfig)])
+def test_help_defaults_are_the_configs(command, config):
+    defaults = {field.name: field.default for field in dataclasses.fields(config)
+                if field.default is not dataclasses.MISSING and field.default is not None}
+    checked = 0
+    for param in get_command(app).commands[command].params:
+        stated = re.search(r"\[default: ([^\]]+)\]", getattr(param, "help", None) or "")
+        if stated and param.name in defaults and " " not in stated.group(1):  # not prose such as "the embedded ..."
+            assert stated.group(1) == shown(defaults[param.name]), param.name
+            checked += 1
+    assert checked >= 5  # the pattern found the stated defaults
