@@ -102,22 +102,33 @@ def temperature_probe(
     n: Optional[int] = typer.Option(None, help="Responses per prompt [default: 8]."),
     num_prompts: Optional[int] = typer.Option(None, help="Probe prompts sampled from the problems [default: 8]."),
     max_new_tokens: Optional[int] = typer.Option(None, help="Response-length limit [default: the training config's]."),
-    target_diversity: Optional[float] = typer.Option(None, help="Diversity training is expected to converge to [default: the training config's adaptive_diversity_floor]."),
-    target_from: Optional[Path] = typer.Option(None, help="Take the target from a previous run: mean diversity of its last quarter of steps."),
+    target_diversity: Optional[float] = typer.Option(None, help="Diversity training is expected to converge to. Without it or --target-from the probe only measures and chooses nothing (exit 1)."),
+    target_from: Optional[Path] = typer.Option(None, help="Take the target from a pilot run: mean diversity of the last quarter of its logged steps."),
     max_spread: Optional[float] = typer.Option(None, help="Refuse a T whose per-prompt diversities have a std above this [default: 0.2]."),
     max_diversity: Optional[float] = typer.Option(None, help="Refuse a T whose mean diversity is above this: noise [default: 0.97]."),
     seed: Optional[int] = typer.Option(None, help="Seed of the prompt sample and of sampling [default: 0]."),
     problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split [default: 0]."),
     batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
     out: Optional[Path] = typer.Option(None, help="Also write the report as JSON here."),
+    write_config: Optional[Path] = typer.Option(None, help="When a T is chosen, write a training config here (for microcoder train --config): the base config with temperature_stages [[0, T]], staged. Must not exist."),
+    base_config: Optional[Path] = typer.Option(None, help="Base of --write-config [default: the built-in training defaults]."),
 ) -> None:
-    """Measure response diversity at candidate temperatures and choose the training temperature."""
-    from microcoder.training.probe import ProbeConfig, run_probe, target_from_run
+    """Measure response diversity at candidate temperatures and choose the training temperature.
+
+    A target diversity (--target-from a pilot run, or --target-diversity) decides; without one, nothing is chosen."""
+    from microcoder.training.config import load_config
+    from microcoder.training.probe import (ProbeConfig, check_config_destination, run_probe, target_from_run,
+                                           write_training_config)
 
     console = Console()
     try:
         if target_diversity is not None and target_from is not None:
             raise ValueError("give --target-diversity or --target-from, not both")
+        if base_config is not None and write_config is None:
+            raise ValueError("--base-config is the base of --write-config; give --write-config too")
+        if write_config is not None:  # fail before the slow measurement, not after it
+            check_config_destination(write_config)
+            load_config(base_config)
         if target_from is not None:
             target_diversity = target_from_run(target_from)
             console.print(f"target diversity {target_diversity:.3f}, from {target_from}")
@@ -133,7 +144,19 @@ def temperature_probe(
     if out is not None:
         out.write_text(report.to_json() + "\n")
     if report.chosen is None:
+        console.print(f"chose no temperature: {report.reason}"
+                      + (f"; did not write {write_config}" if write_config is not None else ""))
         raise typer.Exit(1)
+    if write_config is not None:
+        try:
+            written = write_training_config(report.chosen, write_config, base_config)
+        except (ValueError, OSError) as error:
+            console.print(f"[red]error:[/red] {error}")
+            raise typer.Exit(2) from None
+        console.print(f"wrote {write_config}: {base_config or 'the built-in defaults'} with temperature_stages "
+                      f"[[0, {report.chosen:g}]], temperature_control staged")
+        if written.model != config.model:
+            console.print(f"note: the probe sampled {config.model}; the written config trains {written.model}")
 
 
 @app.command()
@@ -150,8 +173,8 @@ def train(
     try:
         path = resume / "config.yaml" if resume is not None and config is None else config
         settings = load_config(path, [*(overrides or []), *([f"run_dir={resume}"] if resume is not None else [])])
-        run_training(settings, resume=resume is not None)
-    except (ProblemFormatError, ValueError, FileNotFoundError) as error:
+        run_training(settings, resume=resume is not None, name=config.stem if config is not None else "microcoder")
+    except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
         console.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
 

@@ -119,3 +119,22 @@ def test_matches_plain_loop_on_random_rewards(mode):
         )
         torch.testing.assert_close(flat, torch.tensor(expected, dtype=torch.float64))
         torch.testing.assert_close(grid.reshape(-1), flat)
+
+
+def test_an_unscorable_response_is_left_out_of_its_group():
+    # Group [1, 0, 0, NaN]: the baseline is that of [1, 0, 0]: mean 1/3, unbiased std
+    # sqrt(((2/3)^2 + 2 (1/3)^2) / 2) = sqrt(1/3) = 0.57735. A = (1 - 1/3) / 0.57735 = 1.1547,
+    # (0 - 1/3) / 0.57735 = -0.57735; the NaN response gets 0.
+    rewards = torch.tensor([1.0, 0.0, 0.0, float("nan"), 1.0, 1.0, 0.0, 0.0])
+    advantages = group_advantages(rewards, 4, eps=0.0)
+    expected = torch.tensor([1.1547, -0.57735, -0.57735, 0.0, 0.8660, 0.8660, -0.8660, -0.8660])
+    torch.testing.assert_close(advantages, expected, atol=1e-4, rtol=0)
+    # The scorable responses' advantages equal those of the group without the NaN one.
+    torch.testing.assert_close(advantages[:3], group_advantages(torch.tensor([1.0, 0.0, 0.0]), 3, eps=0.0))
+
+
+def test_groups_with_at_most_one_scorable_response_get_zero():
+    nan = float("nan")
+    for mode in ("group_std", "batch_std", "none"):
+        advantages = group_advantages(torch.tensor([nan, nan, 1.0, nan]), 4, mode=mode)
+        assert not advantages.isnan().any() and advantages.abs().max() == 0, mode

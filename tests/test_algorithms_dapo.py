@@ -86,3 +86,13 @@ def test_filter_bad_shapes():
         dynamic_sampling_filter(torch.zeros(7), group_size=3)
     with pytest.raises(ValueError):
         dynamic_sampling_filter(torch.zeros(6))
+
+
+def test_the_group_filter_ignores_unscorable_responses():
+    nan = float("nan")
+    rewards = torch.tensor([
+        [1.0, 0.0, nan, nan],   # mixed among the scorable: kept
+        [0.0, 0.0, nan, 0.0],   # all scorable equal: dropped
+        [nan, nan, nan, 1.0],   # one scorable response: nothing to compare, dropped
+    ])
+    assert dynamic_sampling_filter(rewards).group_keep.tolist() == [True, False, False]

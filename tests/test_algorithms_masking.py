@@ -14,6 +14,7 @@ from microcoder.algorithms.masking import (
     conditional_truncation_mask,
     is_repetitive,
     non_incorrect,
+    truncation_mask,
 )
 
 torch.set_num_threads(1)
@@ -227,3 +228,19 @@ def test_every_evaluator_verdict_is_classified_exactly_once():
 
     assert WRONG_VERDICTS | NON_INCORRECT_VERDICTS == set(VERDICTS)
     assert not WRONG_VERDICTS & NON_INCORRECT_VERDICTS
+
+
+def test_truncation_mask_modes():
+    # Responses: truncated+non-incorrect (qualifies), truncated+wrong, truncated loop, finished.
+    args = dict(truncated=[True, True, True, False], non_incorrect=[True, False, True, True],
+                repetitive=[False, False, True, False], rho=1.0)
+    none = truncation_mask("none", generator=torch.Generator().manual_seed(0), **args)
+    conditional = truncation_mask("conditional", generator=torch.Generator().manual_seed(0), **args)
+    everything = truncation_mask("all", generator=torch.Generator().manual_seed(0), **args)
+    assert none.keep.tolist() == [1.0, 1.0, 1.0, 1.0] and none.masked_fraction == 0.0
+    assert conditional.keep.tolist() == [0.0, 1.0, 1.0, 1.0] and conditional.masked_fraction == 0.25
+    assert everything.keep.tolist() == [0.0, 0.0, 0.0, 1.0] and everything.masked_fraction == 0.75
+    for mask in (none, conditional, everything):  # every mode reports the same truncated/qualifying
+        assert (mask.truncated_fraction, mask.qualifying_fraction) == (0.75, 0.25)
+    with pytest.raises(ValueError, match="valid: none, conditional, all"):
+        truncation_mask("some", generator=torch.Generator(), **args)

@@ -21,10 +21,17 @@ def test_unclosed_think_is_no_code():
     assert extract_code("```python\nprint(1)\n```\n<think>cut off while thinking") is None
 
 
-def test_unclosed_fence_is_no_code_even_after_a_complete_block():
-    # The model was still writing its final answer when it was cut off.
-    assert extract_code("```python\nprint(1)\n```\nBetter:\n```python\nprint(2") is None
+def test_an_unclosed_fence_is_ignored_and_the_last_complete_block_judged():
+    # Cut off inside a second block (a usage example, or a rewrite): the complete program
+    # before it is the answer, so a wrong one is judged wrong rather than "no answer".
+    assert extract_code("```python\nprint(1)\n```\nBetter:\n```python\nprint(2") == "print(1)\n"
+    assert extract_code("```python\ndef add(a, b):\n    return a - b\n```\nExample:\n```python\nprint(add(",
+                        "add") == "def add(a, b):\n    return a - b\n"
+
+
+def test_no_complete_block_is_no_code():
     assert extract_code("```python\nprint(1)") is None
+    assert extract_code("Here it is:\n```python\ndef add(a, b):\n    return a +") is None
 
 
 def test_no_code_at_all():

@@ -2,13 +2,15 @@
 code path: hand-written responses go through `EvaluatorReward` (the real sandboxed
 Evaluator) and `MicroCoderTrainer.compute_advantages`, exactly as a rollout does."""
 
+import math
+
 import pytest
 import torch
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
 from microcoder.training.config import load_config
 from microcoder.training.trainer import ScoredBatch, build_trainer
-from tests.training_support import tiny_problems
+from tests.training_support import add_problem, tiny_problems
 
 from tests.test_training_presets import CONFIGS
 
@@ -76,10 +78,12 @@ def test_rho_one_masks_exactly_the_truncated_non_incorrect_non_repetitive(tmp_pa
     assert scored.verdicts == [case[2] for case in cases]
     assert rewards == [1.0, 0, 0, 0, 1.0, 0, 0, 0]
 
-    advantages, keep, masked_fraction, truncated_fraction, group_keep = trainer.compute_advantages(scored)
-    assert keep.tolist() == [case[4] for case in cases]
-    assert truncated_fraction == 6 / 8 and masked_fraction == 2 / 8
-    assert group_keep is None
+    decided = trainer.compute_advantages(scored)
+    advantages = decided.advantages
+    assert decided.mask.keep.tolist() == [case[4] for case in cases]
+    assert decided.truncated.tolist() == [case[3] for case in cases]
+    assert decided.mask.truncated_fraction == 6 / 8 and decided.mask.masked_fraction == 2 / 8
+    assert decided.group_keep is None and decided.loss_keep is None
     # Each group: one correct of four, mean 0.25, unbiased std 0.5 -> +1.5 and -0.5, normalised over
     # all four (masked ones included), then multiplied by keep.
     expected = torch.tensor([1.5, 0.0, -0.5, -0.5, 0.0, -0.5, -0.5, -0.5])
@@ -89,9 +93,9 @@ def test_rho_one_masks_exactly_the_truncated_non_incorrect_non_repetitive(tmp_pa
 def test_rho_zero_masks_nothing(tmp_path, evaluator):
     trainer = make_trainer(tmp_path, evaluator, "truncation_mask_rho=0.0")
     _, scored = score(trainer, responses(trainer.processing_class))
-    advantages, keep, masked_fraction, _, _ = trainer.compute_advantages(scored)
-    assert keep.tolist() == [1.0] * 8 and masked_fraction == 0.0
-    torch.testing.assert_close(advantages, torch.tensor([1.5, -0.5, -0.5, -0.5] * 2), atol=1e-5, rtol=0)
+    decided = trainer.compute_advantages(scored)
+    assert decided.mask.keep.tolist() == [1.0] * 8 and decided.mask.masked_fraction == 0.0
+    torch.testing.assert_close(decided.advantages, torch.tensor([1.5, -0.5, -0.5, -0.5] * 2), atol=1e-5, rtol=0)
 
 
 def test_dynamic_sampling_drops_groups_with_equal_correctness(tmp_path, evaluator):
@@ -103,6 +107,63 @@ def test_dynamic_sampling_drops_groups_with_equal_correctness(tmp_path, evaluato
     # rewards differ; DAPO filters on correctness, so the group is dropped anyway.
     scored = ScoredBatch(verdicts=["accepted"] + ["wrong_answer"] * 7, correct=[1.0] + [0.0] * 7,
                          rewards=[1.0, 0, 0, 0, -1.0, -1.0, 0, 0], completion_ids=finished + truncated, seconds=0.0)
-    advantages, _, _, _, group_keep = trainer.compute_advantages(scored)
+    decided = trainer.compute_advantages(scored)
+    advantages, group_keep = decided.advantages, decided.group_keep
     assert group_keep.tolist() == [1.0] * 4 + [0.0] * 4
     assert advantages[4:].abs().max() == 0 and advantages[0] > 0
+
+
+def test_mask_all_masks_every_truncated_response_and_drops_its_tokens(tmp_path, evaluator):
+    trainer = make_trainer(tmp_path, evaluator, "truncation_mask=all")
+    cases = responses(trainer.processing_class)
+    _, scored = score(trainer, cases)
+    decided = trainer.compute_advantages(scored)
+    not_truncated = [0.0 if case[3] else 1.0 for case in cases]
+    assert decided.mask.keep.tolist() == not_truncated
+    assert decided.loss_keep.tolist() == not_truncated  # tokens leave the loss and its normaliser
+    assert decided.mask.masked_fraction == decided.mask.truncated_fraction == 6 / 8
+    assert decided.mask.qualifying_fraction == 2 / 8  # what the conditional mask could mask
+
+
+def test_a_program_before_a_cut_off_example_is_judged(tmp_path, evaluator):
+    # The commonest cut-off of the default model: a complete program, then a usage example
+    # cut at the limit. The program is judged: a right one scores 1, a wrong one is wrong
+    # and so keeps its penalty under the conditional mask (rho=1 masks every qualifying one).
+    trainer = make_trainer(tmp_path, evaluator, "truncation_mask_rho=1.0")
+    tokenizer = trainer.processing_class
+
+    def cut(text):
+        ids = tokenizer(text + "\nExample:\n```python\nprint(add(1, 2))" + "\nprint(add(3, 4))" * 20,
+                        add_special_tokens=False)["input_ids"][:L]
+        assert len(ids) == L
+        return tokenizer.decode(ids), ids
+
+    right, wrong = cut(GOOD), cut(GOOD.replace("a + b", "a * b"))
+    assert right[0].count("```") == 3  # two complete fences and one left open
+    cases = [right, wrong, right, wrong]
+    rewards = trainer.reward(prompts=[""] * 4, completions=[text for text, _ in cases],
+                             completion_ids=[ids for _, ids in cases], problem_id=["tiny/add-0"] * 4)
+    assert trainer.reward.last.verdicts == ["accepted", "wrong_answer"] * 2 and rewards == [1.0, 0.0] * 2
+    decided = trainer.compute_advantages(trainer.reward.last)
+    assert decided.mask.keep.tolist() == [0.0, 1.0, 0.0, 1.0]  # the right ones masked, the wrong keep -1
+    assert (decided.advantages[[1, 3]] < 0).all()
+
+
+def test_a_judge_error_is_unscorable_and_out_of_its_groups_baseline(tmp_path, evaluator):
+    # A problem whose call prelude does not compile: the real evaluator says judge_error,
+    # the reward gives TRL None (no reward), and the advantage step leaves it out.
+    broken = add_problem(99).model_copy(update={"id": "tiny/broken", "prelude": "def (:"})
+    config = load_config(CONFIGS / "microcoder-tiny.yaml", [f"run_dir={tmp_path}", "truncation_mask=none"])
+    train, heldout = tiny_problems()
+    trainer = build_trainer(config, tmp_path, problems=(train + [broken], heldout), evaluator=evaluator)
+    eos = trainer.processing_class.eos_token_id
+    rewards = trainer.reward(prompts=[""] * 4, completions=[GOOD] * 4, completion_ids=[[1, eos]] * 4,
+                             problem_id=["tiny/add-0", "tiny/add-0", "tiny/add-0", "tiny/broken"])
+    assert trainer.reward.last.verdicts == ["accepted"] * 3 + ["judge_error"] and rewards == [1.0] * 3 + [None]
+    # Group [1, 0, 0, judge error]: the baseline of [1, 0, 0] (hand-derived in
+    # tests/test_algorithms_advantages.py: +1.1547, -0.5774, -0.5774) and 0 for the judge error.
+    scored = ScoredBatch(verdicts=["accepted", "wrong_answer", "wrong_answer", "judge_error"],
+                         correct=[1.0, 0.0, 0.0, math.nan], rewards=[1.0, 0.0, 0.0, math.nan],
+                         completion_ids=[[1, eos]] * 4, seconds=0.0)
+    decided = trainer.compute_advantages(scored)
+    torch.testing.assert_close(decided.advantages, torch.tensor([1.1547, -0.5774, -0.5774, 0.0]), atol=1e-4, rtol=0)

@@ -2,6 +2,7 @@
 with the tiny random model."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -105,14 +106,101 @@ def test_probe_with_the_tiny_model_reports_every_temperature():
     assert json.loads(report.to_json())["diversity_by_t"].keys() == {"0.5", "1.0"}
 
 
-def test_defaults_come_from_the_training_config():
+def test_target_from_run_names_the_file_when_it_has_no_diversity(tmp_path):
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "metrics.jsonl")):
+        target_from_run(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "heldout_accuracy": 0.5}\n{"step": 1, "loss": 0.1}\n')
+    with pytest.raises(ValueError, match=f"{tmp_path / 'metrics.jsonl'} has no diversity values"):
+        target_from_run(tmp_path)
+
+
+def test_defaults_come_from_the_training_config_and_there_is_no_default_target():
     from microcoder.training.config import TrainConfig
     from microcoder.training.probe import resolve_defaults
 
     resolved = resolve_defaults(ProbeConfig())
-    assert resolved.target_diversity == TrainConfig().adaptive_diversity_floor
+    assert resolved.target_diversity is None
     assert resolved.max_new_tokens == TrainConfig().max_new_tokens
     assert resolve_defaults(ProbeConfig(target_diversity=0.6)).target_diversity == 0.6
+
+
+@pytest.fixture
+def stub_measurement(monkeypatch):
+    """Replace the sampling with the STEADY diversities; records how often it was called."""
+    from microcoder.training import probe
+
+    calls = []
+
+    def measure(config, console, model=None, tokenizer=None, problems=None):
+        calls.append(config)
+        return probe.Measurement({t: list(values) for t, values in STEADY.items()},
+                                 {t: 0.0 for t in STEADY}, {t: 10.0 for t in STEADY}, ["p0", "p1", "p2", "p3"])
+
+    monkeypatch.setattr(probe, "measure_diversity", measure)
+    return calls
+
+
+def test_without_a_target_the_probe_measures_and_chooses_nothing(stub_measurement):
+    from microcoder.training.probe import NO_TARGET
+
+    report = run_probe(ProbeConfig())
+    assert report.chosen is None and report.target is None and report.reason == NO_TARGET
+    assert set(report.diversity_by_t) == set(STEADY)
+
+
+def probe_command(*arguments):
+    from typer.testing import CliRunner
+
+    from microcoder.cli import app
+
+    # Wide enough that rich does not wrap the messages the tests look for.
+    return CliRunner().invoke(app, ["temperature-probe", *arguments], env={"COLUMNS": "1000"})
+
+
+def test_probe_command_without_a_target_says_how_to_give_one(stub_measurement, tmp_path):
+    result = probe_command("--write-config", str(tmp_path / "train.yaml"))
+    assert result.exit_code == 1, result.output
+    assert "chose no temperature" in result.output and "--target-from" in result.output
+    assert "did not write" in result.output and not (tmp_path / "train.yaml").exists()
+
+
+def test_probe_command_writes_a_training_config_with_the_chosen_temperature(stub_measurement, tmp_path):
+    from microcoder.training.config import TrainConfig, load_config
+
+    # Target 0.3: T=0.6 measures 0.25 (below), T=0.8 0.5 (steady) -> 0.8 (see STEADY).
+    path = tmp_path / "train.yaml"
+    result = probe_command("--target-diversity", "0.3", "--write-config", str(path))
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output
+    written = load_config(path)
+    assert written.temperature_stages == [(0, 0.8)] and written.temperature_control == "staged"
+    assert written == TrainConfig(temperature_stages=[(0, 0.8)])  # everything else: the defaults
+
+
+def test_probe_command_keeps_the_base_config_and_takes_the_target_from_a_run(stub_measurement, tmp_path):
+    from microcoder.training.config import load_config
+
+    base = Path(__file__).resolve().parents[1] / "configs" / "microcoder.yaml"
+    run_dir = tmp_path / "pilot"
+    run_dir.mkdir()
+    # Four logged diversities: the last quarter is [0.6] -> target 0.6 -> T=1.0 (0.75).
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": step, "diversity": value}) + "\n"
+                                                   for step, value in enumerate([0.9, 0.8, 0.7, 0.6], start=1)))
+    path = tmp_path / "train.yaml"
+    result = probe_command("--target-from", str(run_dir), "--write-config", str(path), "--base-config", str(base),
+                           "--temperatures", "0.6,0.8,1.0,1.2")
+    assert result.exit_code == 0, result.output
+    assert load_config(path) == load_config(base, ["temperature_stages=[[0, 1.0]]"])
+
+
+def test_probe_command_refuses_an_existing_config_before_measuring(stub_measurement, tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("seed: 1\n")
+    result = probe_command("--target-diversity", "0.3", "--write-config", str(path))
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert stub_measurement == [] and path.read_text() == "seed: 1\n"
+    result = probe_command("--base-config", str(path))
+    assert result.exit_code == 2 and "--write-config" in result.output
 
 
 def test_probe_command_writes_the_report_and_fails_without_a_choice(tmp_path):
@@ -129,7 +217,8 @@ def test_probe_command_writes_the_report_and_fails_without_a_choice(tmp_path):
                  "--temperatures", "0.7,1.3", "--n", "2", "--num-prompts", "2", "--max-new-tokens", "4",
                  "--out", str(tmp_path / "probe.json")]
     result = CliRunner().invoke(app, arguments)
-    assert result.exit_code == 1, result.output  # a random model's samples are noise: no T chosen
+    assert result.exit_code == 1, result.output  # no target given: measured only, no T chosen
+    assert "--target-diversity" in result.output
     report = json.loads((tmp_path / "probe.json").read_text())
     assert report["chosen"] is None and set(report["diversity_by_t"]) == {"0.7", "1.3"}
     assert len(report["problem_ids"]) == 2

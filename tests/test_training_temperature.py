@@ -1,8 +1,10 @@
-"""Staged schedule and adaptive temperature controller, on hand-built diversity sequences."""
+"""Staged schedule and adaptive temperature controller, on hand-built diversity sequences; the
+schedule rules (low to high, minimum dwell) through the config."""
 
 import pytest
 
-from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
+from microcoder.training.config import TrainConfig, build_config, load_config
+from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule, check_temperature_stages
 
 
 def test_staged_schedule_jumps_at_stage_starts_and_never_interpolates():
@@ -14,7 +16,8 @@ def test_staged_schedule_jumps_at_stage_starts_and_never_interpolates():
     assert {schedule.temperature(step) for step in range(30)} == {0.6, 1.0, 1.4}
 
 
-@pytest.mark.parametrize("stages", [[], [(1, 1.0)], [(0, 1.0), (0, 1.2)], [(0, 1.0), (5, 0.0)]])
+@pytest.mark.parametrize("stages", [[], [(1, 1.0)], [(0, 1.0), (0, 1.2)], [(0, 1.0), (5, 0.0)],
+                                    [(0, 1.0), (5, 0.6)]])
 def test_staged_schedule_rejects_bad_stages(stages):
     with pytest.raises(ValueError):
         StagedSchedule(stages)
@@ -77,3 +80,55 @@ def test_adaptive_state_round_trips():
 def test_adaptive_rejects_a_decreasing_ladder():
     with pytest.raises(ValueError):
         AdaptiveTemperature([1.0, 0.6], floor=0.3)
+
+
+# ---- schedule rules, through the config (load_config / build_config) --------------------------
+
+
+@pytest.mark.parametrize("overrides, message", [
+    # Downward: 0.8 then 0.7.
+    (["temperature_stages=[[0, 0.8], [5, 0.7]]"],
+     "temperature_stages: stage (5, 0.7) is not above the previous T 0.8: staged schedules go low to high"),
+    # A repeated T is not a step up either.
+    (["temperature_stages=[[0, 0.7], [5, 0.7]]"],
+     "temperature_stages: stage (5, 0.7) is not above the previous T 0.7"),
+    # One step apart: a ramp; 1 < 5 (the default dwell) and 1 < 2.
+    (["temperature_stages=[[0, 0.6], [1, 0.7], [6, 0.8]]"],
+     "temperature_stages: stage (0, 0.6) lasts 1 step(s) before (1, 0.7), fewer than temperature_min_dwell=5"),
+    (["temperature_stages=[[0, 0.6], [2, 0.7], [3, 0.8]]", "temperature_min_dwell=2"],
+     "temperature_stages: stage (2, 0.7) lasts 1 step(s) before (3, 0.8), fewer than temperature_min_dwell=2"),
+    (["temperature_stages=[[3, 0.7]]"], "temperature_stages: the first stage (3, 0.7) must start at step 0"),
+    (["temperature_stages=[[0, 0.7], [0, 0.8]]"], "temperature_stages: stage (0, 0.8) does not start after"),
+    (["temperature_stages=[[0, 0.0]]"], "temperature_stages: stage (0, 0) has T <= 0"),
+    (["temperature_stages=[]"], "temperature_stages: needs at least one"),
+    (["temperature_min_dwell=0"], "temperature_min_dwell: must be >= 1, got 0"),
+    # Adaptive: the stages are a ladder climbed upward, so it must ascend too (steps do not matter).
+    (["temperature_control=adaptive", "temperature_stages=[[0, 1.0], [10, 0.6]]"],
+     "temperature_stages: stage (10, 0.6) is not above the previous T 1: the adaptive ladder climbs low to high"),
+])
+def test_bad_schedules_are_refused_naming_the_key(overrides, message):
+    with pytest.raises(ValueError) as caught:
+        load_config(None, overrides)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_build_config_gives_the_same_message():
+    with pytest.raises(ValueError, match=r"^temperature_stages: stage \(5, 0.7\) is not above the previous T 0.8"):
+        build_config({"temperature_stages": [[0, 0.8], [5, 0.7]]})
+
+
+def test_low_to_high_schedules_with_the_dwell_are_accepted():
+    # Gaps 5 and 10 against the default dwell 5 (equal counts).
+    config = load_config(None, ["temperature_stages=[[0, 0.6], [5, 0.8], [15, 1.0]]"])
+    assert config.temperature_stages == [(0, 0.6), (5, 0.8), (15, 1.0)] and config.temperature_min_dwell == 5
+    # A shorter dwell when asked for: gap 2 with dwell 2 (the tiny presets).
+    assert load_config(None, ["temperature_stages=[[0, 0.7], [2, 0.9]]", "temperature_min_dwell=2"])
+    # Adaptive control has no step dwell (adaptive_min_dwell spaces its moves): an ascending ladder one step apart.
+    assert load_config(None, ["temperature_control=adaptive", "temperature_stages=[[0, 0.6], [1, 1.0]]"])
+    # One stage: nothing to dwell on.
+    assert TrainConfig(temperature_stages=[(0, 0.9)]).temperature_stages == [(0, 0.9)]
+
+
+def test_check_temperature_stages_refuses_an_unknown_control():
+    with pytest.raises(ValueError, match="temperature_control: 'ramp' is not one of: staged, adaptive"):
+        check_temperature_stages([(0, 0.7)], 5, "ramp")

@@ -31,13 +31,23 @@ SCRIPTED_VERDICTS = ("accepted", "wrong_answer", "no_code", "accepted", "runtime
 
 
 class ScriptedEvaluator:
-    """Evaluator stand-in: verdict = SCRIPTED_VERDICTS[sha256(response) mod 5]."""
+    """Evaluator stand-in: verdict = verdicts[sha256(response) mod len(verdicts)].
+
+    `always_wrong`: problem ids every response to which is a wrong_answer (groups that
+    DAPO's filter drops). `verdicts`: the cycle to draw from (SCRIPTED_VERDICTS).
+    """
+
+    def __init__(self, always_wrong=(), verdicts=SCRIPTED_VERDICTS):
+        self.always_wrong = set(always_wrong)
+        self.verdicts = tuple(verdicts)
 
     def evaluate(self, problems, samples, on_result=None):
         results = []
         for index, sample in enumerate(samples):
             digest = hashlib.sha256((sample.response or "").encode()).digest()
-            verdict = SCRIPTED_VERDICTS[digest[0] % len(SCRIPTED_VERDICTS)]
+            verdict = self.verdicts[digest[0] % len(self.verdicts)]
+            if sample.problem_id in self.always_wrong:
+                verdict = "wrong_answer"
             results.append(EvaluationResult(
                 problem_id=sample.problem_id, sample_index=index, verdict=verdict,
                 reward=1.0 if verdict == "accepted" else 0.0, tests_passed=0, tests_run=0, tests_total=2,

@@ -10,6 +10,7 @@ _SUBMODULE_OF = {
     "GroupFilter": "dapo",
     "KL_ESTIMATORS": "losses",
     "NON_INCORRECT_VERDICTS": "masking",
+    "TRUNCATION_MASK_MODES": "masking",
     "TruncationMask": "masking",
     "WRONG_VERDICTS": "masking",
     "aggregate_loss": "losses",
@@ -29,6 +30,7 @@ _SUBMODULE_OF = {
     "overlong_penalty": "dapo",
     "pass_at_k": "pass_at_k",
     "token_logprobs": "logprobs",
+    "truncation_mask": "masking",
 }
 __all__ = sorted(_SUBMODULE_OF)
 

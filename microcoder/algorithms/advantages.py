@@ -13,6 +13,12 @@ unbiased std is sqrt(c * (G - c) / (G * (G - 1))).
 
 A group of one response has advantage 0 in every mode: its mean is itself,
 and its (undefined) std is taken as 0 instead of NaN.
+
+A NaN reward marks an unscorable response (the judge failed: a broken problem
+or a sandbox fault, never the model's doing). It is left out of its group's
+mean and std, as if the group were one response smaller, and its own advantage
+is 0, so it neither moves the policy nor shifts the other responses' baseline.
+TRL treats a reward function's None the same way.
 """
 
 from __future__ import annotations
@@ -45,8 +51,11 @@ def group_advantages(
         eps: added to the std so that a group whose rewards are all equal gets
             advantage 0 instead of 0/0. 1e-6 as in verl (TRL uses 1e-4).
 
+    NaN rewards (unscorable responses) are left out of the mean and the std and get
+    advantage 0 (see the module docstring).
+
     Returns:
-        Advantages, float, same shape as `rewards`. Integer or bool rewards
+        Advantages, float, same shape as `rewards`, never NaN. Integer or bool rewards
         are computed in float32; floating rewards keep their dtype.
     """
     if mode not in ADVANTAGE_MODES:
@@ -67,17 +76,19 @@ def group_advantages(
     else:
         raise ValueError(f"rewards must be 1-D or 2-D, got shape {tuple(rewards.shape)}")
 
-    num_in_group = grouped.shape[1]
-    centred = grouped - grouped.mean(dim=1, keepdim=True)  # (num_groups, G)
+    valid = ~torch.isnan(grouped)  # (num_groups, G), False for unscorable responses
+    count = valid.sum(dim=1, keepdim=True)  # (num_groups, 1)
+    mean = torch.where(valid, grouped, 0.0).sum(dim=1, keepdim=True) / count.clamp(min=1)
+    centred = torch.where(valid, grouped - mean, 0.0)  # (num_groups, G), 0 where unscorable
 
     if mode == "group_std":
-        if num_in_group > 1:
-            std = grouped.std(dim=1, keepdim=True)  # unbiased, (num_groups, 1)
-        else:
-            std = torch.zeros_like(centred[:, :1])
+        # Unbiased std over the scorable responses; 0 for a group with fewer than two.
+        variance = (centred**2).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)
+        std = torch.where(count > 1, variance.sqrt(), 0.0)  # (num_groups, 1)
         advantages = centred / (std + eps)
     elif mode == "batch_std":
-        std = grouped.std() if grouped.numel() > 1 else torch.zeros((), dtype=grouped.dtype)
+        scorable = grouped[valid]
+        std = scorable.std() if scorable.numel() > 1 else torch.zeros((), dtype=grouped.dtype)
         advantages = centred / (std + eps)
     else:  # "none"
         advantages = centred

@@ -70,7 +70,8 @@ def dynamic_sampling_filter(rewards: torch.Tensor, group_size: int | None = None
     Pass the correctness reward (0/1 accuracy), not the overlong-shaped reward:
     shaped rewards differ by length even when every answer is wrong. verl's
     DAPO recipe filters on the "acc" metric for the same reason. Equality is
-    exact, which is right for 0/1 rewards.
+    exact, which is right for 0/1 rewards. NaN rewards (unscorable responses) are
+    ignored: a group is kept when at least two of its scorable rewards differ.
 
     Args:
         rewards: (num_groups * G,) with groups contiguous, or (num_groups, G).
@@ -89,7 +90,12 @@ def dynamic_sampling_filter(rewards: torch.Tensor, group_size: int | None = None
     else:
         raise ValueError(f"rewards must be 1-D or 2-D, got shape {tuple(rewards.shape)}")
 
-    group_keep = grouped.amax(dim=1) != grouped.amin(dim=1)  # (num_groups,)
+    # NaN (an unscorable response) counts for neither side: a group is mixed when its
+    # scorable rewards differ, so a group with fewer than two scorable responses is dropped.
+    valid = ~torch.isnan(grouped)
+    highest = torch.where(valid, grouped, -torch.inf).amax(dim=1)
+    lowest = torch.where(valid, grouped, torch.inf).amin(dim=1)
+    group_keep = (valid.sum(dim=1) >= 2) & (highest != lowest)  # (num_groups,)
     size = grouped.shape[1]
     kept_groups = torch.nonzero(group_keep).squeeze(-1)  # (num_kept,)
     response_indices = (kept_groups.unsqueeze(-1) * size + torch.arange(size)).reshape(-1)

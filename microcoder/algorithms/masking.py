@@ -17,8 +17,12 @@ the normaliser of "token-mean" aggregation. This differs from TRL's
 `mask_truncated_completions`, which removes every truncated response's tokens
 from the completion mask, and so from both the loss and its normaliser.
 
-The paper's "full masking" ablation is this function with every truncated
-response qualifying: pass non_incorrect all True, repetitive all False, rho=1.
+Three modes (`truncation_mask`), one function each way of masking:
+- "none": no response is masked (GRPO, DAPO).
+- "conditional": the rule above (MicroCoder-GRPO).
+- "all": every truncated response is masked, the paper's "mask all" ablation, as
+  TRL's `mask_truncated_completions` does it: the trainer also removes such a
+  response's tokens from the loss normaliser (`drops_tokens`).
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ def is_repetitive(token_ids: Sequence[int], m: int) -> bool:
     if n < 2 * m:
         return False
     return list(token_ids[n - m :]) == list(token_ids[n - 2 * m : n - m])
+
+
+TRUNCATION_MASK_MODES = ("none", "conditional", "all")
 
 
 @dataclass(frozen=True)
@@ -152,4 +159,35 @@ def conditional_truncation_mask(
         truncated_fraction=fraction(truncated_t),
         qualifying_fraction=fraction(qualifying),
         masked_fraction=fraction(masked),
+    )
+
+
+def truncation_mask(
+    mode: str,
+    truncated: Sequence[bool] | torch.Tensor,
+    non_incorrect: Sequence[bool] | torch.Tensor,
+    repetitive: Sequence[bool] | torch.Tensor,
+    rho: float,
+    generator: torch.Generator,
+) -> TruncationMask:
+    """The keep-mask of one of TRUNCATION_MASK_MODES; arguments as `conditional_truncation_mask`.
+
+    "none" masks nothing and "all" every truncated response; both still report the
+    qualifying fraction (what "conditional" at rho=1 would mask), so that runs of every
+    mode log the same quantities. Every mode draws B uniforms from `generator`, so the
+    random stream is the same whichever mode a run uses.
+    """
+    if mode not in TRUNCATION_MASK_MODES:
+        raise ValueError(f"unknown truncation mask mode {mode!r}; valid: {', '.join(TRUNCATION_MASK_MODES)}")
+    conditional = conditional_truncation_mask(truncated, non_incorrect, repetitive,
+                                              rho if mode == "conditional" else 0.0, generator)
+    if mode != "all":
+        return conditional
+    truncated_t = _as_bool_vector("truncated", truncated)
+    return TruncationMask(
+        keep=(~truncated_t).to(torch.float32),
+        qualifying=conditional.qualifying,
+        truncated_fraction=conditional.truncated_fraction,
+        qualifying_fraction=conditional.qualifying_fraction,
+        masked_fraction=conditional.truncated_fraction,
     )

@@ -5,10 +5,14 @@ Rules (each a decision of ours; the paper is silent):
   closed means the response was cut off while thinking: no code.
 - The answer is the last fenced block labelled python (```python, ```py, ```python3) or
   unlabelled; blocks in other languages are ignored.
-- A fence opened and never closed means the answer was truncated: no code, even if an
-  earlier block was complete (that one was a draft the model went on from).
-- For `call` problems, the last block that defines the entry point wins (models often
-  end with a usage example); without such a block, the last block.
+- Only complete blocks count: a fence opened and never closed (the response was cut off
+  inside it) is ignored, and the last complete block before it is judged. A response
+  with no complete block is no code. So a response cut off while writing a usage
+  example after its program is judged on that program: if it fails, it is wrong and,
+  under MicroCoder-GRPO, keeps its penalty ("non-incorrect" is only an accepted
+  program, no complete program at all, or a judge error).
+- For `call` problems, the last complete block that defines the entry point wins
+  (models often end with a usage example); without such a block, the last block.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*$", re.MULTILINE)
 _PYTHON_LABELS = {"", "python", "py", "python3", "py3"}
 
 
-def _blocks(text: str) -> tuple[list[tuple[str, str]], bool]:
-    """Fenced blocks as (label, body) in order, and whether a fence was left open."""
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """Complete fenced blocks as (label, body) in order; a fence left open is dropped."""
     blocks: list[tuple[str, str]] = []
     opened: re.Match[str] | None = None
     for fence in _FENCE.finditer(text):
@@ -32,7 +36,7 @@ def _blocks(text: str) -> tuple[list[tuple[str, str]], bool]:
             opened = None
         else:  # a labelled fence inside an open block: treat it as a new opening
             opened = fence
-    return blocks, opened is not None
+    return blocks
 
 
 def _defines(code: str, entry_point: str) -> bool:
@@ -45,9 +49,7 @@ def extract_code(response: str, entry_point: str | None = None) -> str | None:
     text = _THINK.sub("", response)
     if "<think>" in text:
         return None
-    blocks, left_open = _blocks(text)
-    if left_open:
-        return None
+    blocks = _blocks(text)
     python = [body for label, body in blocks if label in _PYTHON_LABELS and body.strip()]
     if not python:
         return None

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from microcoder.algorithms import ADVANTAGE_MODES, AGGREGATION_MODES, KL_ESTIMATORS
+from microcoder.training.temperature import check_temperature_stages
 
 
 class TrainConfig(BaseModel):
@@ -50,9 +51,9 @@ class TrainConfig(BaseModel):
     """G, responses sampled per prompt."""
     train_batch_size: int = 6
     """verl's name: prompts per rollout step."""
-    ppo_mini_batch_size: int = 6
-    """verl's name: prompts per optimizer update; train_batch_size / ppo_mini_batch_size updates per rollout."""
-    micro_batch_size: int = 8
+    ppo_mini_batch_size: int = 3
+    """verl's name: prompts per optimizer update; train_batch_size / ppo_mini_batch_size updates per rollout. Below train_batch_size, later updates of a rollout see a policy that has moved: the ratio leaves 1 and clipping acts."""
+    micro_batch_size: int = 12
     """Responses per forward/backward pass (memory only: gradients accumulate to the mini-batch)."""
     ppo_epochs: int = 1
     """Passes over each rollout batch (TRL's num_iterations)."""
@@ -66,6 +67,8 @@ class TrainConfig(BaseModel):
     """[(step, T), ...]: T from `step` on, discrete stages, first at step 0 (staged control); the ladder of T's (adaptive control)."""
     temperature_control: Literal["staged", "adaptive"] = "staged"
     """"staged": follow temperature_stages by step; "adaptive": climb its T's when diversity stays low."""
+    temperature_min_dwell: int = 5
+    """Staged control: least rollout steps a temperature stage lasts; stages closer than this are a ramp, which the paper found destabilising."""
     adaptive_diversity_floor: float = 0.3
     """Adaptive control: move up one stage when the moving-average diversity stays below this."""
     adaptive_average_window: int = 3
@@ -82,12 +85,16 @@ class TrainConfig(BaseModel):
     """group_std (GRPO), batch_std, or none (Dr. GRPO): how r - mean_group is scaled."""
     advantage_eps: float = 1e-6
     """Added to the std in the advantage (verl's value)."""
+    truncation_mask: Literal["none", "conditional", "all"] = "conditional"
+    """"none": no masking (GRPO, DAPO); "conditional": MicroCoder-GRPO's rule (rho, repetition_m); "all": every truncated response leaves the loss and its normaliser (TRL's mask_truncated_completions; the paper's collapsing ablation)."""
     truncation_mask_rho: float = 0.3
-    """rho: probability that a truncated, non-incorrect, non-repetitive response has its advantage zeroed; 0 disables the mask."""
+    """Conditional mask: probability that a truncated, non-incorrect, non-repetitive response has its advantage zeroed."""
     repetition_m: int = 32
-    """m: a response whose last m tokens equal the m before them is a loop and keeps its penalty (paper: 128 at 4K tokens; here 128 max)."""
+    """Conditional mask: a response whose last m tokens equal the m before them is a loop and keeps its penalty (paper: 128 at 4K tokens; here 128 max)."""
     dynamic_sampling: bool = False
-    """DAPO: drop groups whose correctness rewards are all equal (no resampling; see docs/training.md)."""
+    """DAPO: train only on groups whose correctness rewards differ, sampling more prompts until train_batch_size such groups are found."""
+    dynamic_sampling_max_rounds: int = 4
+    """DAPO: extra generation rounds per step at most when refilling; after them the step trains on the mixed groups it has."""
     overlong_cache_length: int = 0
     """DAPO's L_cache: soft length penalty over the last L_cache tokens before max_new_tokens; 0 disables it."""
     overlong_penalty_factor: float = 1.0
@@ -131,7 +138,7 @@ class TrainConfig(BaseModel):
 
     # ---- run -----------------------------------------------------------------------------------
     run_dir: str | None = None
-    """Run directory; None: runs/<preset-or-train>-<timestamp>."""
+    """Run directory; None: a new runs/<preset>-<timestamp>-<id>. An existing non-empty directory is only reused by --resume."""
     save_every: int = 4
     """Checkpoint every this many steps (and at the end); 0: only at the end."""
     save_total_limit: int = 1
@@ -156,16 +163,14 @@ class TrainConfig(BaseModel):
         need(self.total_steps >= 1, "total_steps", "must be >= 1")
         need(self.ppo_epochs >= 1, "ppo_epochs", "must be >= 1")
         need(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
-        need(len(self.temperature_stages) >= 1, "temperature_stages", "needs at least one (step, T) stage")
-        need(self.temperature_stages[0][0] == 0, "temperature_stages", "the first stage must start at step 0")
-        steps = [step for step, _ in self.temperature_stages]
-        need(steps == sorted(set(steps)), "temperature_stages", "stage steps must be strictly increasing")
-        need(all(t > 0 for _, t in self.temperature_stages), "temperature_stages", "temperatures must be > 0")
+        # Raises ValueError naming temperature_stages or temperature_min_dwell (low to high, min dwell).
+        check_temperature_stages(self.temperature_stages, self.temperature_min_dwell, self.temperature_control)
         need(self.advantage_mode in ADVANTAGE_MODES, "advantage_mode", f"valid: {', '.join(ADVANTAGE_MODES)}")
         need(self.loss_aggregation in AGGREGATION_MODES, "loss_aggregation", f"valid: {', '.join(AGGREGATION_MODES)}")
         need(self.kl_estimator in KL_ESTIMATORS, "kl_estimator", f"valid: {', '.join(KL_ESTIMATORS)}")
         need(0.0 <= self.truncation_mask_rho <= 1.0, "truncation_mask_rho", "must be in [0, 1]")
         need(self.repetition_m >= 1, "repetition_m", "must be >= 1")
+        need(self.dynamic_sampling_max_rounds >= 0, "dynamic_sampling_max_rounds", "must be >= 0")
         need(0 <= self.overlong_cache_length <= self.max_new_tokens, "overlong_cache_length",
              f"must be in [0, max_new_tokens={self.max_new_tokens}]")
         need(self.eps_low >= 0 and self.eps_high >= 0, "eps_low", "clip epsilons must be >= 0")

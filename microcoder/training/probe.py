@@ -8,15 +8,15 @@ level it would converge to collapses, and needlessly high temperatures are unsta
 How we apply it before training (choices of ours; the paper gives no numbers):
 - Diversity is `microcoder.algorithms.group_diversity` (mean pairwise Jaccard distance of
   4-gram sets, 0..1) of n responses per probe prompt, averaged over the probe prompts:
-  the same measure the trainer logs as `diversity`.
+  the same measure the trainer logs as `diversity` (docs/training.md says how, in words).
 - The convergence diversity is not known before training, so it is an input: the
-  `target`. Best: the diversity a previous run of the same model and data settled at
-  (`--target-from RUN_DIR` takes the mean over the last quarter of its logged steps).
-  Without one, the trainer's `adaptive_diversity_floor` (0.3 by default): under adaptive
-  temperature control that floor is where training's diversity is held (the controller
-  steps T up whenever the moving average stays below it), so it is the level training
-  converges to by construction, and a run starting below it would step up at once. It
-  also keeps the probe and the trainer from disagreeing about what "too low" means.
+  `target`, either the diversity a pilot run of the same model and data settled at
+  (`--target-from RUN_DIR`: the mean over the last quarter of its logged steps) or a
+  number (`--target-diversity`). There is no default: the trainer's
+  `adaptive_diversity_floor` (0.3), the default before, sits below what the default model
+  measures at every candidate, so it chose the lowest candidate every time and decided
+  nothing. Without a target the probe measures and prints the table, chooses nothing, and
+  says how to give one (the command exits 1).
   For scale: SmolLM2-135M-Instruct on 4 easy prompts, 6 responses of <= 128 tokens,
   measured 0.76 (std across prompts 0.05) already at T=0.4, because it follows its code
   with prose that differs from sample to sample; at T=1.6 (4 responses of <= 96 tokens)
@@ -32,7 +32,10 @@ How we apply it before training (choices of ours; the paper gives no numbers):
   temperature samples with the same seed (common random numbers: differences between
   temperatures are less noisy).
 
-`choose_temperature` is the rule as a pure function; `run_probe` measures and applies it.
+`choose_temperature` is the rule as a pure function; `measure_diversity` samples and
+measures; `run_probe` measures and applies the rule; `write_training_config` turns a chosen T
+into a training config (`--write-config`): the base config with `temperature_stages:
+[[0, T]]` under staged control.
 """
 
 from __future__ import annotations
@@ -114,14 +117,24 @@ def choose_temperature(
     return chosen, reason
 
 
+NO_TARGET = ("no target diversity: measured only, chose nothing. To choose, give --target-from RUN_DIR "
+             "(a pilot run's converged diversity: the mean over the last quarter of its logged steps) or "
+             "--target-diversity D")
+
+
 def target_from_run(run_dir: str | Path, tail_fraction: float = 0.25) -> float:
     """The diversity a run settled at: the mean `diversity` over the last `tail_fraction`
-    of its logged steps (at least one)."""
+    of its logged steps (at least one). Raises FileNotFoundError or ValueError naming the
+    metrics file when it is missing or logs no diversity."""
     from microcoder.training.plots import METRICS_FILE, read_metrics, series
 
-    _, values = series(read_metrics(Path(run_dir) / METRICS_FILE), "diversity")
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file; --target-from takes a training run directory")
+    _, values = series(read_metrics(path), "diversity")
     if not values:
-        raise ValueError(f"{Path(run_dir) / METRICS_FILE} has no diversity values")
+        raise ValueError(f"{path} has no diversity values (no logged step carries `diversity`); "
+                         f"give --target-diversity instead")
     tail = values[-max(1, math.ceil(len(values) * tail_fraction)) :]
     return statistics.fmean(tail)
 
@@ -143,8 +156,8 @@ class ProbeConfig:
     max_new_tokens: int | None = None
     """Response-length limit; None: the default training config's `max_new_tokens`."""
     target_diversity: float | None = None
-    """The diversity training is expected to converge to; None: the default training
-    config's `adaptive_diversity_floor` (see the module doc)."""
+    """The diversity training is expected to converge to (a pilot run's); None: measure
+    only, choose nothing (see the module doc)."""
     max_spread: float = DEFAULT_MAX_SPREAD
     """Refuse a temperature whose per-prompt diversities have a std above this."""
     max_diversity: float = DEFAULT_MAX_DIVERSITY
@@ -179,7 +192,8 @@ class ProbeReport:
     mean_tokens_by_t: dict[float, float]
     chosen: float | None
     reason: str
-    target: float
+    target: float | None
+    """None: no target was given, so nothing was chosen."""
     problem_ids: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -200,30 +214,39 @@ def probe_problems(spec: str, num_prompts: int, seed: int, problems_seed: int = 
 
 
 def resolve_defaults(config: ProbeConfig) -> ProbeConfig:
-    """Fill `max_new_tokens` and `target_diversity` left as None from the training config's defaults."""
+    """Fill `max_new_tokens` left as None from the training config's default.
+
+    `target_diversity` stays None when not given: there is no default target."""
     from dataclasses import replace
 
     from microcoder.training.config import TrainConfig
 
-    fields = TrainConfig.model_fields
     if config.max_new_tokens is None:
-        config = replace(config, max_new_tokens=fields["max_new_tokens"].default)
-    if config.target_diversity is None:
-        config = replace(config, target_diversity=fields["adaptive_diversity_floor"].default)
+        config = replace(config, max_new_tokens=TrainConfig.model_fields["max_new_tokens"].default)
     return config
 
 
-def run_probe(config: ProbeConfig, console: Console | None = None, model=None, tokenizer=None,
-              problems: Sequence | None = None) -> ProbeReport:
-    """Sample the probe prompts at every candidate temperature, measure diversity, choose.
+@dataclass
+class Measurement:
+    """Per-temperature statistics of the probe's samples."""
 
-    `model`/`tokenizer` and `problems` default to those the config names (tests inject them)."""
+    diversity_by_t: dict[float, list[float]]
+    """Temperature -> per-prompt diversity."""
+    fraction_truncated_by_t: dict[float, float]
+    mean_tokens_by_t: dict[float, float]
+    problem_ids: list[str]
+
+
+def measure_diversity(config: ProbeConfig, console: Console, model=None, tokenizer=None,
+                      problems: Sequence | None = None) -> Measurement:
+    """Sample the probe prompts at every candidate temperature and measure diversity.
+
+    `config` must have its defaults resolved. `model`/`tokenizer` and `problems` default to
+    those the config names (tests inject them)."""
     from microcoder.algorithms.diversity import batch_diversity
     from microcoder.training.generation import generate
     from microcoder.training.prompts import render_prompt
 
-    console = console or Console()
-    config = resolve_defaults(config)
     problems = list(problems) if problems is not None else probe_problems(config.problems, config.num_prompts,
                                                                            config.seed, config.problems_seed)
     if model is None or tokenizer is None:
@@ -242,19 +265,55 @@ def run_probe(config: ProbeConfig, console: Console | None = None, model=None, t
         samples = [sample for group in groups for sample in group]
         truncated_by_t[temperature] = sum(s.truncated for s in samples) / len(samples)
         tokens_by_t[temperature] = statistics.fmean(len(s.token_ids) for s in samples)
-    try:
-        chosen, reason = choose_temperature(diversity_by_t, config.target_diversity, config.max_spread,
-                                            config.max_diversity)
-    except ValueError as error:
-        chosen, reason = None, str(error)
-    report = ProbeReport(diversity_by_t, truncated_by_t, tokens_by_t, chosen, reason, config.target_diversity,
-                         [problem.id for problem in problems])
+    return Measurement(diversity_by_t, truncated_by_t, tokens_by_t, [problem.id for problem in problems])
+
+
+def run_probe(config: ProbeConfig, console: Console | None = None, model=None, tokenizer=None,
+              problems: Sequence | None = None) -> ProbeReport:
+    """Measure diversity at every candidate temperature (`measure_diversity`), then choose.
+
+    Without a target diversity nothing is chosen: `chosen` is None and the reason says how
+    to give a target. Prints the table either way."""
+    console = console or Console()
+    config = resolve_defaults(config)
+    measured = measure_diversity(config, console, model, tokenizer, problems)
+    if config.target_diversity is None:
+        chosen, reason = None, NO_TARGET
+    else:
+        try:
+            chosen, reason = choose_temperature(measured.diversity_by_t, config.target_diversity,
+                                                config.max_spread, config.max_diversity)
+        except ValueError as error:
+            chosen, reason = None, str(error)
+    report = ProbeReport(measured.diversity_by_t, measured.fraction_truncated_by_t, measured.mean_tokens_by_t,
+                         chosen, reason, config.target_diversity, measured.problem_ids)
     console.print(render_report(report))
     return report
 
 
+def check_config_destination(path: str | Path) -> None:
+    """Refuse an existing `--write-config` path (checked before the slow measurement)."""
+    if Path(path).exists():
+        raise ValueError(f"--write-config: {path} already exists; the probe does not overwrite, give a new path")
+
+
+def write_training_config(temperature: float, path: str | Path, base_config: str | Path | None = None):
+    """Write the training config `microcoder train --config PATH` reads: the base config (None:
+    the built-in defaults) with `temperature_stages: [[0, temperature]]` and staged control.
+
+    Refuses an existing `path`. Returns the TrainConfig written."""
+    from microcoder.training.config import dump_config, load_config
+
+    check_config_destination(path)
+    config = load_config(base_config, [f"temperature_stages=[[0, {float(temperature)!r}]]",
+                                       "temperature_control=staged"])
+    dump_config(config, path)
+    return config
+
+
 def render_report(report: ProbeReport) -> Table:
-    table = Table(title=f"diversity by temperature (target {report.target:.3f})",
+    target = f"target {report.target:.3f}" if report.target is not None else "no target"
+    table = Table(title=f"diversity by temperature ({target})",
                   caption=("chosen: " + (f"T={report.chosen:g}" if report.chosen is not None else "none")
                            + f"\n{report.reason}"))
     for column in ("T", "diversity", "spread (std)", "min", "max", "truncated (%)", "mean tokens"):

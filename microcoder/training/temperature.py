@@ -5,7 +5,9 @@ irreversibly, while discrete low-to-high stages with a minimum dwell trained sta
 controls here therefore only ever jump between a few fixed temperatures; neither
 interpolates. Pure: no I/O, no torch; the trainer asks for T before each rollout step.
 
-Steps are rollout steps numbered from 1, as in metrics.jsonl.
+Steps are rollout steps numbered from 1, as in metrics.jsonl. `check_temperature_stages` is
+the one statement of what a valid schedule is (the config validates with it): stages go low
+to high, and under staged control each lasts at least a minimum dwell.
 """
 
 from __future__ import annotations
@@ -15,28 +17,69 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
+def check_temperature_stages(stages: Sequence[tuple[int, float]], min_dwell: int, control: str) -> None:
+    """Raise ValueError, naming the config key and the offending stage, unless the schedule is valid.
+
+    Valid: at least one (step, T) stage; the first at step 0; steps strictly increasing;
+    every T > 0; T strictly increasing (staged: the schedule goes low to high; adaptive: the
+    stages' T's are the ladder it climbs upward); under "staged" control every stage but the
+    last lasts at least `min_dwell` steps (next step - step >= min_dwell), since stages closer
+    than that are a ramp, which the paper found destabilising. `min_dwell` must be >= 1. The
+    last stage runs to the end of training and has no dwell to check.
+
+        check_temperature_stages([(0, 0.7), (5, 0.8)], 5, "staged")  -> None
+        check_temperature_stages([(0, 0.7), (4, 0.8)], 5, "staged")  -> ValueError (dwell 4 < 5)
+        check_temperature_stages([(0, 0.8), (5, 0.7)], 5, "adaptive") -> ValueError (T goes down)
+    """
+    if control not in ("staged", "adaptive"):
+        raise ValueError(f"temperature_control: {control!r} is not one of: staged, adaptive")
+    if min_dwell < 1:
+        raise ValueError(f"temperature_min_dwell: must be >= 1, got {min_dwell}")
+    stages = [(int(step), float(temp)) for step, temp in stages]
+    if not stages:
+        raise ValueError("temperature_stages: needs at least one (step, T) stage")
+
+    def shown(stage: tuple[int, float]) -> str:
+        return f"({stage[0]}, {stage[1]:g})"
+
+    if stages[0][0] != 0:
+        raise ValueError(f"temperature_stages: the first stage {shown(stages[0])} must start at step 0")
+    for index, stage in enumerate(stages):
+        step, temp = stage
+        if temp <= 0:
+            raise ValueError(f"temperature_stages: stage {shown(stage)} has T <= 0: temperatures must be > 0")
+        if index == 0:
+            continue
+        previous_step, previous_temp = stages[index - 1]
+        if step <= previous_step:
+            raise ValueError(f"temperature_stages: stage {shown(stage)} does not start after the previous stage's "
+                             f"step {previous_step}: stage steps must strictly increase")
+        if temp <= previous_temp:
+            rule = ("staged schedules go low to high" if control == "staged"
+                    else "the adaptive ladder climbs low to high")
+            raise ValueError(f"temperature_stages: stage {shown(stage)} is not above the previous T "
+                             f"{previous_temp:g}: {rule}")
+        if control == "staged" and step - previous_step < min_dwell:
+            raise ValueError(f"temperature_stages: stage {shown(stages[index - 1])} lasts {step - previous_step} "
+                             f"step(s) before {shown(stage)}, fewer than temperature_min_dwell={min_dwell}: stages "
+                             f"closer than that are a ramp, which the paper found destabilising")
+
+
 class StagedSchedule:
     """T at a step from discrete stages [(start_step, T), ...]; never a ramp.
 
-    Stage (s, T) applies to every step >= s until the next stage starts. The first stage
-    must start at step 0 (covering the whole run from its start); starts strictly increase.
+    Stage (s, T) applies to every step >= s until the next stage starts. The stages must
+    pass `check_temperature_stages` with a dwell of 1 (the config enforces its
+    `temperature_min_dwell` itself): the first starts at step 0, covering the whole run
+    from its start; starts and temperatures strictly increase.
 
         StagedSchedule([(0, 0.6), (100, 1.0)]).temperature(99)  -> 0.6
         StagedSchedule([(0, 0.6), (100, 1.0)]).temperature(100) -> 1.0
     """
 
     def __init__(self, stages: Sequence[tuple[int, float]]):
-        stages = [(int(step), float(temp)) for step, temp in stages]
-        if not stages:
-            raise ValueError("a schedule needs at least one (step, T) stage")
-        if stages[0][0] != 0:
-            raise ValueError(f"the first stage must start at step 0, got {stages[0][0]}")
-        starts = [step for step, _ in stages]
-        if any(later <= earlier for earlier, later in zip(starts, starts[1:])):
-            raise ValueError(f"stage starts must strictly increase, got {starts}")
-        if any(temp <= 0 for _, temp in stages):
-            raise ValueError(f"temperatures must be > 0, got {[temp for _, temp in stages]}")
-        self.stages = stages
+        check_temperature_stages(stages, min_dwell=1, control="staged")
+        self.stages = [(int(step), float(temp)) for step, temp in stages]
 
     def temperature(self, step: int) -> float:
         """T of the last stage whose start is <= step."""

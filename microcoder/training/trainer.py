@@ -7,14 +7,24 @@ One rollout step, top to bottom (every piece of math comes from `microcoder.algo
     2. rollout      TRL samples G responses per prompt at T (and the old / reference
                     log-probs at T).
     3. score        `EvaluatorReward`: extract each program, run it in the sandbox, 0/1
-                    reward, plus DAPO's overlong penalty when configured.
-    4. advantage    `group_advantages` x `conditional_truncation_mask` keep, then the
-                    DAPO group filter (`dynamic_sampling_filter`) when configured.
+                    reward, plus DAPO's overlong penalty when configured; a judge_error
+                    is unscorable (reward None: no reward, advantage 0, out of the
+                    group's baseline).
+       refill       DAPO's dynamic sampling: while fewer than train_batch_size groups
+                    have mixed correctness, sample more prompts (at most
+                    `dynamic_sampling_max_rounds` extra rounds) and keep the mixed groups.
+    4. advantage    `group_advantages` x the `truncation_mask` keep (none, conditional,
+                    all), then the DAPO group filter (`dynamic_sampling_filter`).
     5. update       `clipped_policy_loss` (eps_low / eps_high / dual clip) + beta * KL,
                     reduced by `aggregate_loss`; train_batch_size / ppo_mini_batch_size
                     optimizer updates per step (TRL's buffered generation batch).
     6. log          one line of metrics.jsonl and one console line; held-out accuracy
                     every `eval_every` steps.
+
+Old log-probs (the ratio's denominator) exist when a rollout feeds more than one
+optimizer update (train_batch_size > ppo_mini_batch_size, or ppo_epochs > 1): TRL then
+computes them at T right after sampling, and the ratio of every later update moves.
+With one update per rollout the ratio is exactly 1 and clipping never acts.
 
 Steps 1-4 are `MicroCoderTrainer._generate_and_score_completions`, step 5 its
 `_compute_loss`, step 6 `_finish_step` (called after the step's last optimizer update).
@@ -26,16 +36,20 @@ What TRL 1.16.0 does that we undo or avoid (measured, see issue 3):
 - `mask_truncated_completions` masks every truncated response and removes its tokens
   from the loss normaliser; the paper's conditional mask zeroes the advantage of a
   random fraction rho of the qualifying responses and keeps their tokens in the
-  normaliser. We leave TRL's option off and multiply the advantages by our keep-mask.
+  normaliser. We leave TRL's option off and multiply the advantages by our keep-mask;
+  `truncation_mask: all` does what TRL's option does (advantage 0 and tokens out).
+- TRL has no dynamic sampling: the refill loop is ours, calling TRL's
+  `_generate_and_score_completions` once per extra round and merging the rounds' rows.
 - TRL's advantages are recomputed from the same rewards with `group_advantages` (eps
   1e-6 as verl, TRL uses 1e-4); TRL's loss is replaced by ours (verl's clip fractions,
   dual clip, k1/k3, three aggregation modes).
 
 Departures from the paper (and from DAPO), all ours:
-- Dynamic sampling drops the groups whose correctness rewards are all equal from the
-  loss (advantage 0 and tokens out of the normaliser) but does not sample more prompts
-  to refill the batch: the effective batch shrinks instead. DAPO resamples until
-  train_batch_size informative groups are collected.
+- Dynamic sampling's extra prompts are drawn uniformly from the training set by a seeded
+  generator of ours (saved in checkpoints), not taken from the next batches of the data
+  loader as verl's DAPO recipe does. When the cap of extra rounds is reached, the batch
+  is filled with unmixed groups that carry no weight (advantage 0, tokens out of the
+  normaliser): the step trains on the mixed groups it found.
 - token-mean aggregation is over each micro-batch, then averaged over the micro-batches
   of an update (as verl's actor does with gradient accumulation); it equals the exact
   token mean of the mini-batch when micro_batch_size covers the whole mini-batch.
@@ -51,6 +65,7 @@ import json
 import math
 import os
 import random
+import secrets
 import time
 import warnings
 from collections import defaultdict
@@ -67,14 +82,15 @@ from microcoder.algorithms import (
     aggregate_loss,
     batch_diversity,
     clipped_policy_loss,
-    conditional_truncation_mask,
     dynamic_sampling_filter,
     group_advantages,
     is_repetitive,
     kl_estimate,
     non_incorrect,
     overlong_penalty,
+    truncation_mask,
 )
+from microcoder.algorithms.masking import TruncationMask
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample, summarize
 from microcoder.problems import Problem
 from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
@@ -84,11 +100,13 @@ from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
 STATE_FILE = "microcoder_state.json"
 # The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps and
 # "kl" only when beta > 0. The step-0 line (before training) holds step and heldout_accuracy.
+# Every preset logs the same keys (see docs/training.md, "Metrics").
 METRIC_KEYS = (
-    "step", "reward_mean", "heldout_accuracy", "response_length_mean", "response_length_max",
-    "fraction_truncated", "fraction_masked", "diversity", "entropy", "clip_fraction_low",
-    "clip_fraction_high", "kl", "temperature", "seconds_rollout", "seconds_reward", "seconds_update",
-    "tokens_per_second", "loss",
+    "step", "reward_mean", "accuracy_mean", "heldout_accuracy", "response_length_mean", "response_length_max",
+    "fraction_truncated", "fraction_qualifying", "fraction_masked", "fraction_unscorable",
+    "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
+    "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "temperature",
+    "seconds_rollout", "seconds_reward", "seconds_update", "tokens_per_second", "loss",
 )
 
 
@@ -104,11 +122,23 @@ class ScoredBatch:
 
     verdicts: list[str]
     correct: list[float]
-    """The evaluator's 0/1 reward (accepted or not)."""
+    """The evaluator's 0/1 reward (accepted or not); NaN for an unscorable response (judge_error)."""
     rewards: list[float]
-    """correct plus the overlong penalty when enabled: what the advantages are computed from."""
+    """correct plus the overlong penalty when enabled: what the advantages are computed from; NaN when unscorable."""
     completion_ids: list[list[int]]
     seconds: float
+
+    def take(self, rows: Sequence[int]) -> ScoredBatch:
+        """The rows `rows` of this batch, in that order (seconds kept whole)."""
+        return ScoredBatch([self.verdicts[i] for i in rows], [self.correct[i] for i in rows],
+                           [self.rewards[i] for i in rows], [self.completion_ids[i] for i in rows], self.seconds)
+
+
+def concat_scored(parts: Sequence[ScoredBatch]) -> ScoredBatch:
+    """One ScoredBatch of several, rows in order, seconds summed."""
+    return ScoredBatch([v for part in parts for v in part.verdicts], [v for part in parts for v in part.correct],
+                       [v for part in parts for v in part.rewards],
+                       [v for part in parts for v in part.completion_ids], sum(part.seconds for part in parts))
 
 
 class EvaluatorReward:
@@ -116,7 +146,9 @@ class EvaluatorReward:
 
     Called by TRL as reward(prompts=, completions=, completion_ids=, problem_id=, ...) with
     the process-local samples; returns one float per sample and keeps the verdicts in
-    `last` for the advantage step.
+    `last` for the advantage step. A judge_error (a broken problem or a sandbox fault,
+    never the model's doing) is unscorable: None, which TRL leaves out of the group
+    baseline with advantage 0, as `group_advantages` does with the NaN kept in `last`.
     """
 
     __name__ = "evaluator"  # TRL names reward functions by __name__
@@ -130,21 +162,75 @@ class EvaluatorReward:
         self.overlong_penalty_factor = overlong_penalty_factor
         self.last: ScoredBatch | None = None
 
-    def __call__(self, prompts, completions, completion_ids, problem_id, **_) -> list[float]:
+    def __call__(self, prompts, completions, completion_ids, problem_id, **_) -> list[float | None]:
         start = time.perf_counter()
         samples = [Sample(pid, response=text) for pid, text in zip(problem_id, completions, strict=True)]
         results = self.evaluator.evaluate(self.problems, samples)
         verdicts = [result.verdict for result in results]
-        correct = [float(result.reward) for result in results]
+        correct = [math.nan if verdict == "judge_error" else float(result.reward)
+                   for verdict, result in zip(verdicts, results)]
         rewards = list(correct)
         if self.overlong_cache_length:
             lengths = torch.tensor([len(ids) for ids in completion_ids])
             penalty = overlong_penalty(lengths, self.max_new_tokens, self.overlong_cache_length,
                                        self.overlong_penalty_factor)
-            rewards = [r + float(p) for r, p in zip(rewards, penalty)]
+            rewards = [r + float(p) for r, p in zip(rewards, penalty)]  # NaN stays NaN
         self.last = ScoredBatch(verdicts, correct, rewards, [list(ids) for ids in completion_ids],
                                 time.perf_counter() - start)
-        return rewards
+        return [None if math.isnan(reward) else reward for reward in rewards]
+
+
+# ---- DAPO's refill: rows of several rollouts as one ---------------------------------------
+
+def merge_rollouts(parts: Sequence[tuple[dict, Sequence[int]]], pad_token_id: int) -> dict:
+    """The rows `rows` of each TRL rollout output (dict of tensors), concatenated in order.
+
+    Tensors of shape (B, S) are padded to the widest S: prompt tensors on the left (TRL
+    left-pads prompts), the others on the right; ids with `pad_token_id`, masks and
+    log-probs with 0, an importance-sampling ratio with 1. `num_items_in_batch` is
+    recomputed by the caller. A field that is not a tensor (multimodal inputs) is refused.
+    """
+    merged = {}
+    for key in parts[0][0]:
+        if key == "num_items_in_batch":
+            continue
+        values = [output[key] for output, _ in parts]
+        if not all(isinstance(value, torch.Tensor) and value.dim() in (1, 2) for value in values):
+            raise NotImplementedError(f"dynamic sampling cannot merge the rollout field {key!r} (multimodal inputs)")
+        chosen = [value[torch.as_tensor(list(rows), dtype=torch.long, device=value.device)]
+                  for value, (_, rows) in zip(values, parts)]
+        if chosen[0].dim() == 2:
+            width = max(value.size(1) for value in chosen)
+            fill = {"prompt_ids": pad_token_id, "completion_ids": pad_token_id, "importance_sampling_ratio": 1.0}.get(key, 0)
+            left = key.startswith("prompt_")
+            chosen = [torch.nn.functional.pad(value, (width - value.size(1), 0) if left else (0, width - value.size(1)),
+                                              value=fill) for value in chosen]
+        merged[key] = torch.cat(chosen)
+    return merged
+
+
+@dataclass
+class Sampling:
+    """How a step's batch was gathered (global counts)."""
+
+    groups_generated: int
+    rounds: int
+    """Generation rounds: 1, plus the extra rounds of dynamic sampling."""
+
+
+@dataclass
+class StepAdvantages:
+    """What `compute_advantages` decides for the process-local responses of one rollout."""
+
+    advantages: torch.Tensor
+    """(B,) group advantage x truncation keep x group keep; 0 for unscorable responses."""
+    mask: TruncationMask
+    truncated: torch.Tensor
+    """(B,) bool: reached max_new_tokens without EOS."""
+    loss_keep: torch.Tensor | None
+    """(B,) float or None: 0 takes a response's tokens out of the loss and its normaliser (mask 'all', DAPO filter)."""
+    group_keep: torch.Tensor | None
+    """(B,) float or None: the DAPO filter, 1 for responses of groups with mixed correctness."""
 
 
 # ---- temperature reaching the training log-probs ------------------------------------------
@@ -189,6 +275,11 @@ class MicroCoderTrainer(GRPOTrainer):
                 min_dwell=config.adaptive_min_dwell)
         # U(0,1) draws of the truncation mask: its own seeded stream, saved in checkpoints.
         self.mask_generator = torch.Generator().manual_seed(config.seed * 1000 + self.accelerator.process_index)
+        # Prompts of dynamic sampling's extra rounds: another seeded stream, also saved.
+        self.refill_generator = torch.Generator().manual_seed(config.seed * 1000 + 500 + self.accelerator.process_index)
+        if config.dynamic_sampling and config.train_batch_size % self.accelerator.num_processes:
+            raise ValueError(f"dynamic_sampling: train_batch_size ({config.train_batch_size}) must be a multiple of "
+                             f"the process count ({self.accelerator.num_processes}) so that each holds whole groups")
         self.rollout_record: dict = {}
         self.update_stats: dict[str, list[float]] = defaultdict(list)
         self.scored_at = 0.0
@@ -223,30 +314,91 @@ class MicroCoderTrainer(GRPOTrainer):
         start = time.perf_counter()
         output = super()._generate_and_score_completions(inputs)  # 2, 3: sample, old log-probs, reward
         scored = self.reward.last
-        advantages, _, masked_fraction, truncated_fraction, group_keep = self.compute_advantages(scored)  # 4
-        output["advantages"] = advantages.to(output["advantages"].device)
-        if group_keep is not None:  # DAPO filter: the group leaves the loss and its normaliser
-            output["completion_mask"] = output["completion_mask"] * group_keep.to(output["completion_mask"]).unsqueeze(1)
+        groups = self.accelerator.num_processes * len(scored.verdicts) // self.config.group_size
+        sampling = Sampling(groups_generated=groups, rounds=1)
+        if self.config.dynamic_sampling:  # refill
+            output, scored, sampling = self.sample_mixed_groups(output, scored)
+        decided = self.compute_advantages(scored)  # 4
+        output["advantages"] = decided.advantages.to(output["advantages"].device)
+        if decided.loss_keep is not None:  # the response leaves the loss and its normaliser
+            mask = output["completion_mask"]
+            output["completion_mask"] = mask * decided.loss_keep.to(mask).unsqueeze(1)
+        output["num_items_in_batch"] = self.accelerator.gather(output["completion_mask"].sum()).sum()
         seconds_total = time.perf_counter() - start
-        self.record_rollout(step, temperature, scored, masked_fraction, truncated_fraction, group_keep,
+        self.record_rollout(step, temperature, scored, decided, sampling,
                             seconds_rollout=seconds_total - scored.seconds, seconds_reward=scored.seconds)
         return output
 
-    def compute_advantages(self, scored: ScoredBatch):
-        """Advantages of the process-local responses: group-normalised, x keep-mask, x group filter.
+    def sample_mixed_groups(self, output: dict, scored: ScoredBatch) -> tuple[dict, ScoredBatch, Sampling]:
+        """DAPO's dynamic sampling: a batch of groups whose correctness differs, refilled.
 
-        Returns (advantages (B,), keep (B,), masked fraction, truncated fraction,
-        group_keep (B,) or None). Rewards are gathered across processes so that a group split
-        across processes is normalised as a whole, then the local slice is taken back.
+        While some process holds fewer mixed groups than its share of train_batch_size,
+        sample that many more prompts (drawn by `refill_generator`) and score them, for at
+        most `dynamic_sampling_max_rounds` extra rounds. The batch is then the first mixed
+        groups in sampling order, filled up, when the rounds ran out, with unmixed groups
+        of the first round (the group filter in `compute_advantages` gives them no weight).
+        Every process runs the same number of rounds (TRL gathers inside each).
+        """
+        size = self.config.group_size
+        wanted = len(scored.verdicts) // size  # this process's groups per rollout
+        rounds = [(output, scored)]
+        mixed = [self.mixed_groups(scored)]
+        while len(rounds) <= self.config.dynamic_sampling_max_rounds and self.any_process_short(
+                sum(len(groups) for groups in mixed), wanted):
+            rows = self.draw_prompts(wanted)
+            rounds.append((super()._generate_and_score_completions(rows), self.reward.last))
+            mixed.append(self.mixed_groups(rounds[-1][1]))
+        chosen: list[list[int]] = [[] for _ in rounds]  # group indices taken from each round
+        taken = 0
+        for index, groups in enumerate(mixed):
+            chosen[index] = groups[: wanted - taken]
+            taken += len(chosen[index])
+        fill = [group for group in range(wanted) if group not in mixed[0]][: wanted - taken]
+        chosen[0] = chosen[0] + fill
+        selected = [(rounds[index], [group * size + offset for group in groups for offset in range(size)])
+                    for index, groups in enumerate(chosen) if groups]
+        merged = merge_rollouts([(round_output, rows) for (round_output, _), rows in selected],
+                                self.processing_class.pad_token_id)
+        merged_scored = concat_scored([round_scored.take(rows) for (_, round_scored), rows in selected])
+        merged_scored.seconds = sum(round_scored.seconds for _, round_scored in rounds)
+        generated = self.accelerator.num_processes * wanted * len(rounds)
+        return merged, merged_scored, Sampling(groups_generated=generated, rounds=len(rounds))
+
+    def mixed_groups(self, scored: ScoredBatch) -> list[int]:
+        """Indices of the process-local groups whose correctness rewards differ."""
+        keep = dynamic_sampling_filter(torch.tensor(scored.correct), self.config.group_size).group_keep
+        return torch.nonzero(keep).squeeze(-1).tolist()
+
+    def any_process_short(self, mixed: int, wanted: int) -> bool:
+        """True when some process has fewer than `wanted` mixed groups (all processes agree)."""
+        short = torch.tensor([float(mixed < wanted)], device=self.accelerator.device)
+        return bool(self.accelerator.gather(short).sum().item() > 0)
+
+    def draw_prompts(self, count: int) -> list[dict]:
+        """`count` training rows, each repeated group_size times, as TRL's sampler lays them out."""
+        size = len(self.train_dataset)
+        if count <= size:
+            indices = torch.randperm(size, generator=self.refill_generator)[:count]
+        else:
+            indices = torch.randint(size, (count,), generator=self.refill_generator)
+        return [self.train_dataset[int(index)] for index in indices for _ in range(self.config.group_size)]
+
+    def compute_advantages(self, scored: ScoredBatch) -> StepAdvantages:
+        """Advantages of the process-local responses: group-normalised, x truncation keep, x group filter.
+
+        Rewards are gathered across processes so that a group split across processes is
+        normalised as a whole, then the local slice is taken back. Unscorable responses
+        (NaN) are out of their group's baseline and get advantage 0.
         """
         local = len(scored.rewards)
         rank_slice = slice(self.accelerator.process_index * local, (self.accelerator.process_index + 1) * local)
         rewards = self.accelerator.gather(torch.tensor(scored.rewards, device=self.accelerator.device)).cpu()
         advantages = group_advantages(rewards, self.config.group_size, self.config.advantage_mode,
                                       self.config.advantage_eps)[rank_slice]
-        truncated = [len(ids) >= self.config.max_new_tokens and ids[-1] not in self.eos_token_ids
-                     for ids in scored.completion_ids]
-        mask = conditional_truncation_mask(
+        truncated = torch.tensor([len(ids) >= self.config.max_new_tokens and ids[-1] not in self.eos_token_ids
+                                  for ids in scored.completion_ids], dtype=torch.bool)
+        mask = truncation_mask(
+            self.config.truncation_mask,
             truncated=truncated,
             non_incorrect=[non_incorrect(verdict) for verdict in scored.verdicts],
             repetitive=[is_repetitive(ids, self.config.repetition_m) for ids in scored.completion_ids],
@@ -254,13 +406,15 @@ class MicroCoderTrainer(GRPOTrainer):
             generator=self.mask_generator,
         )
         advantages = advantages * mask.keep
+        loss_keep = mask.keep.clone() if self.config.truncation_mask == "all" else None
         group_keep = None
         if self.config.dynamic_sampling:
             correct = self.accelerator.gather(torch.tensor(scored.correct, device=self.accelerator.device)).cpu()
             kept = dynamic_sampling_filter(correct, self.config.group_size).group_keep
             group_keep = kept.repeat_interleave(self.config.group_size)[rank_slice].to(advantages.dtype)
             advantages = advantages * group_keep
-        return advantages, mask.keep, mask.masked_fraction, mask.truncated_fraction, group_keep
+            loss_keep = group_keep if loss_keep is None else loss_keep * group_keep
+        return StepAdvantages(advantages, mask, truncated, loss_keep, group_keep)
 
     # ---- step 5: update -----------------------------------------------------------------------
     def _compute_loss(self, model, inputs):
@@ -286,40 +440,55 @@ class MicroCoderTrainer(GRPOTrainer):
             self.update_stats["entropy"].append(((entropies * completion_mask).sum() / tokens).item())
             self.update_stats["clip_fraction_low"].append(clip["clip_frac_low"].item())
             self.update_stats["clip_fraction_high"].append(clip["clip_frac_high"].item())
+            self.update_stats["ppo_kl"].append(clip["ppo_kl"].item())
+            ratio = torch.exp(logp.detach() - old_logp)  # (B, S); 1 everywhere on-policy
+            self.update_stats["ratio_deviation"].append((((ratio - 1).abs() * completion_mask).sum() / tokens).item())
             if self.config.beta > 0:
                 self.update_stats["kl"].append(((per_token_kl * completion_mask).sum() / tokens).item())
         # TRL sets loss_is_scaled_for_ga: the micro-batch losses of an update are summed.
         return loss / self.current_gradient_accumulation_steps
 
     # ---- step 6: log ----------------------------------------------------------------------------
-    def record_rollout(self, step, temperature, scored, masked_fraction, truncated_fraction, group_keep,
-                       seconds_rollout, seconds_reward) -> None:
-        """Rollout-side metrics of `step`, completed by `_finish_step` after the update."""
+    def record_rollout(self, step: int, temperature: float, scored: ScoredBatch, decided: StepAdvantages,
+                       sampling: Sampling, seconds_rollout: float, seconds_reward: float) -> None:
+        """Rollout-side metrics of `step` (over all processes), completed by `_finish_step` after the update."""
         from accelerate.utils import gather_object
 
-        gather = self.accelerator.gather
         device = self.accelerator.device
-        rewards = gather(torch.tensor(scored.rewards, device=device)).float()
-        lengths = gather(torch.tensor([len(ids) for ids in scored.completion_ids], device=device)).float()
-        fractions = gather(torch.tensor([[truncated_fraction, masked_fraction]], device=device)).mean(0)
+
+        def gathered(values) -> torch.Tensor:
+            return self.accelerator.gather(torch.as_tensor(values, dtype=torch.float32, device=device)).cpu()
+
+        rewards, correct = gathered(scored.rewards), gathered(scored.correct)
+        lengths = gathered([len(ids) for ids in scored.completion_ids])
+        masked = decided.mask.keep == 0
+        flags = gathered(torch.stack([decided.truncated, decided.mask.qualifying, masked]).T.float())  # (B, 3)
         all_ids = gather_object(scored.completion_ids)
         size = self.config.group_size
         groups = [all_ids[start:start + size] for start in range(0, len(all_ids), size)]
+        mixed = dynamic_sampling_filter(correct, size).group_keep
+        kept = (gathered(decided.group_keep).view(-1, size)[:, 0] > 0 if decided.group_keep is not None
+                else torch.ones(len(groups), dtype=torch.bool))
         self.rollout_record = {
             "step": step,
-            "reward_mean": rewards.mean().item(),
+            "reward_mean": rewards.nanmean().item(),
+            "accuracy_mean": correct.nanmean().item(),
             "response_length_mean": lengths.mean().item(),
             "response_length_max": int(lengths.max().item()),
-            "fraction_truncated": fractions[0].item(),
-            "fraction_masked": fractions[1].item(),
+            "fraction_truncated": flags[:, 0].mean().item(),
+            "fraction_qualifying": flags[:, 1].mean().item(),
+            "fraction_masked": flags[:, 2].mean().item(),
+            "fraction_unscorable": correct.isnan().float().mean().item(),
+            "groups_generated": sampling.groups_generated,
+            "groups_kept": int(kept.sum().item()),
+            "groups_mixed": int(mixed.sum().item()),
+            "sampling_rounds": sampling.rounds,
             "diversity": sum(batch_diversity(groups, self.config.diversity_ngram)) / len(groups),
             "temperature": temperature,
             "seconds_rollout": seconds_rollout,
             "seconds_reward": seconds_reward,
             "_tokens": lengths.sum().item(),
         }
-        if group_keep is not None:
-            self._metrics["train"]["microcoder/groups_kept"].append(gather(group_keep.to(device)).mean().item())
         self.update_stats = defaultdict(list)
         self.scored_at = time.perf_counter()
 
@@ -329,7 +498,7 @@ class MicroCoderTrainer(GRPOTrainer):
         record["seconds_update"] = time.perf_counter() - self.scored_at
         tokens = record.pop("_tokens")
         step = record["step"]
-        for key in ("entropy", "clip_fraction_low", "clip_fraction_high", "kl", "loss"):
+        for key in ("entropy", "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "loss"):
             values = self.update_stats.get(key)
             if values:
                 record[key] = sum(values) / len(values)
@@ -385,6 +554,7 @@ class MicroCoderTrainer(GRPOTrainer):
         folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
         state = {
             "mask_generator": self.mask_generator.get_state().tolist(),
+            "refill_generator": self.refill_generator.get_state().tolist(),
             "controller": self.controller.state_dict() if self.controller else None,
             "rollout_step": self.rollout_step,
         }
@@ -398,6 +568,8 @@ class MicroCoderTrainer(GRPOTrainer):
         if path.is_file():
             state = json.loads(path.read_text(encoding="utf-8"))
             self.mask_generator.set_state(torch.tensor(state["mask_generator"], dtype=torch.uint8))
+            if "refill_generator" in state:
+                self.refill_generator.set_state(torch.tensor(state["refill_generator"], dtype=torch.uint8))
             if self.controller is not None and state["controller"] is not None:
                 self.controller.load_state_dict(state["controller"])
 
@@ -424,11 +596,14 @@ def console_line(record: dict, total_steps: int) -> str:
         f"step {record['step']:>3}/{total_steps}",
         f"T {record['temperature']:.2f}",
         f"reward {record['reward_mean']:.3f}",
+        f"acc {record['accuracy_mean']:.3f}",
         f"len {record['response_length_mean']:.0f}/{record['response_length_max']}",
         f"trunc {record['fraction_truncated']:.2f}",
         f"masked {record['fraction_masked']:.2f}",
+        f"groups {record['groups_kept']}/{record['groups_generated']}",
         f"div {record['diversity']:.2f}",
         f"H {record.get('entropy', float('nan')):.2f}",
+        f"|r-1| {record.get('ratio_deviation', float('nan')):.4f}",
         f"clip {record.get('clip_fraction_low', float('nan')):.3f}/{record.get('clip_fraction_high', float('nan')):.3f}",
     ]
     if "kl" in record:
@@ -532,15 +707,29 @@ def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None
                              reward=reward, args=args, heldout=heldout, run_dir=run_dir)
 
 
+def new_run_dir(name: str, root: str | Path = "runs") -> Path:
+    """Create and return root/<name>-<timestamp>-<6 hex>: never an existing directory."""
+    for _ in range(100):
+        run_dir = Path(root) / f"{name}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a new run directory under {root}")
+
+
 def run_training(config: TrainConfig, resume: bool = False,
                  problems: tuple[list[Problem], list[Problem]] | None = None,
-                 evaluator: Evaluator | None = None) -> Path:
+                 evaluator: Evaluator | None = None, name: str = "train") -> Path:
     """Train; returns the run directory.
 
     The run directory holds config.yaml (the config snapshot), metrics.jsonl (one line per
     step, plus the step-0 held-out accuracy), checkpoints/checkpoint-N (TRL's, with our
     mask-generator and controller state), summary.json and plots/training.png.
     With `resume`, `config.run_dir` must exist; training continues from its last checkpoint.
+    Without it, `config.run_dir` must not exist or be empty (a finished or running run is
+    never overwritten); None creates runs/<name>-<timestamp>-<id> (`name`: the preset).
     `problems` ((train, held-out)) and `evaluator` replace the configured ones (tests).
     """
     from transformers.trainer_utils import get_last_checkpoint
@@ -552,8 +741,10 @@ def run_training(config: TrainConfig, resume: bool = False,
     # TRL 1.16 calls transformers' deprecated gradient_checkpointing_* names on every rollout.
     warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")
     warnings.filterwarnings("ignore", message=".*pin_memory.*")
-    run_dir = Path(config.run_dir or f"runs/train-{datetime.now():%Y%m%d-%H%M%S}")
     checkpoint = None
+    if resume and config.run_dir is None:
+        raise ValueError("--resume needs the run directory to continue")
+    run_dir = Path(config.run_dir) if config.run_dir is not None else new_run_dir(name)
     if resume:
         checkpoint = get_last_checkpoint(str(run_dir / "checkpoints")) if (run_dir / "checkpoints").is_dir() else None
         if checkpoint is None:
@@ -561,6 +752,9 @@ def run_training(config: TrainConfig, resume: bool = False,
         updates = int(Path(checkpoint).name.rsplit("-", 1)[1])
         _truncate_metrics(run_dir / METRICS_FILE, updates // config.updates_per_step)
     else:
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise FileExistsError(f"run_dir {run_dir} exists and is not empty: continue it with --resume {run_dir}, "
+                                  "or choose another run_dir")
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / METRICS_FILE).write_text("", encoding="utf-8")
     config = config.model_copy(update={"run_dir": str(run_dir)})
