@@ -12,7 +12,9 @@ from rich.console import Console
 from microcoder.data.cli import data_app
 from microcoder.problems import ProblemFormatError
 
-app = typer.Typer(help="microcoder: RL training, evaluation and data for code models.", no_args_is_help=True)
+# rich_markup_mode=None: our help strings state "[default: ...]", which rich markup would swallow as a tag.
+app = typer.Typer(help="microcoder: RL training, evaluation and data for code models.", no_args_is_help=True,
+                  rich_markup_mode=None)
 app.add_typer(data_app, name="data")
 
 

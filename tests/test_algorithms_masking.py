@@ -23,12 +23,12 @@ torch.set_num_threads(1)
 # --- non_incorrect ---------------------------------------------------------------
 
 
-def test_accepted_no_code_and_judge_error_are_not_incorrect():
+def test_accepted_and_no_code_are_not_incorrect_and_judge_error_never_qualifies():
     # accepted: right. no_code: no complete program (a cut-off answer), "no answer" per the paper.
-    # judge_error: the evaluator failed, so it did not judge the response wrong (our documented choice).
+    # judge_error: unscorable, no reward and advantage 0 already: nothing for the mask to spare.
     assert non_incorrect("accepted")
     assert non_incorrect("no_code")
-    assert non_incorrect("judge_error")
+    assert not non_incorrect("judge_error")
 
 
 @pytest.mark.parametrize(
@@ -222,12 +222,12 @@ def test_empty_batch_and_bad_inputs():
 
 
 def test_every_evaluator_verdict_is_classified_exactly_once():
-    # The mask must know every verdict the evaluator can give, and each on one side only.
-    from microcoder.algorithms.masking import NON_INCORRECT_VERDICTS, WRONG_VERDICTS
+    # The mask must know every verdict the evaluator can give, and each in one set only.
+    from microcoder.algorithms.masking import NON_INCORRECT_VERDICTS, UNSCORABLE_VERDICTS, WRONG_VERDICTS
     from microcoder.evaluator import VERDICTS
 
-    assert WRONG_VERDICTS | NON_INCORRECT_VERDICTS == set(VERDICTS)
-    assert not WRONG_VERDICTS & NON_INCORRECT_VERDICTS
+    assert WRONG_VERDICTS | NON_INCORRECT_VERDICTS | UNSCORABLE_VERDICTS == set(VERDICTS)
+    assert len(WRONG_VERDICTS) + len(NON_INCORRECT_VERDICTS) + len(UNSCORABLE_VERDICTS) == len(VERDICTS)
 
 
 def test_truncation_mask_modes():

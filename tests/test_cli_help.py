@@ -26,3 +26,11 @@ def test_help_defaults_are_the_configs(command, config):
             assert stated.group(1) == shown(defaults[param.name]), param.name
             checked += 1
     assert checked >= 5  # the pattern found the stated defaults
+
+
+def test_rendered_help_shows_the_stated_defaults():
+    # Under rich markup "[default: 8]" reads as a tag and vanishes from the printed help.
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["temperature-probe", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "Responses per prompt [default: 8]." in result.output

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM
 
 from microcoder.training.config import load_config
 from microcoder.training.model import tiny_model_and_tokenizer
-from microcoder.training.trainer import merge_rollouts, new_run_dir, run_training
+from microcoder.training.trainer import build_trainer, merge_rollouts, new_run_dir, run_training
 from tests.test_training_presets import CONFIGS, last_checkpoint, read_metrics
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
@@ -61,6 +61,7 @@ def test_mask_all_takes_every_truncated_response_out_of_the_loss(tmp_path):
     # under "all" nothing is left in the loss and no parameter moves; under "none" they move.
     records = train("microcoder", tmp_path / "all", None, "total_steps=1", "truncation_mask=all")
     assert records[0]["fraction_truncated"] == 1.0 and records[0]["fraction_masked"] == 1.0
+    assert records[0]["entropy"] == 0  # averaged over the loss's tokens: none are left
     assert changed_parameters(tmp_path / "all") == 0
     train("microcoder", tmp_path / "none", None, "total_steps=1", "truncation_mask=none")
     assert changed_parameters(tmp_path / "none") > 0
@@ -92,6 +93,27 @@ def test_dynamic_sampling_stops_at_its_cap_and_trains_on_what_there_is(tmp_path)
     records = train("dapo", tmp_path / "cap", evaluator, "total_steps=1", "dynamic_sampling_max_rounds=2")
     assert records[0]["sampling_rounds"] == 3 and records[0]["groups_generated"] == 6
     assert records[0]["groups_kept"] == 0 and records[0]["loss"] == 0
+    assert records[0]["entropy"] == 0  # the dropped groups' tokens left the loss
+
+
+def test_refilled_rows_stay_aligned_with_their_verdicts(tmp_path):
+    # One DAPO rollout through the trainer's own method: the batch TRL trains on holds the
+    # same rows, in the same order, as the scored batch the advantages came from.
+    evaluator = ScriptedEvaluator(always_wrong={f"tiny/add-{index}" for index in (0, 2, 3, 5)})
+    config = load_config(CONFIGS / "dapo-tiny.yaml", [f"run_dir={tmp_path}", "dynamic_sampling_max_rounds=8"])
+    trainer = build_trainer(config, tmp_path, problems=(tiny_problems()[0], []), evaluator=evaluator)
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(trainer.draw_prompts(2))
+    scored = trainer.rollout_scored
+    assert len(scored.verdicts) == output["completion_ids"].size(0) == 8
+    pad = trainer.processing_class.pad_token_id
+    for row, ids in enumerate(scored.completion_ids):
+        assert output["completion_ids"][row, :len(ids)].tolist() == ids
+        assert set(output["completion_ids"][row, len(ids):].tolist()) <= {pad}
+    # Every group is mixed, and each row's advantage has its own verdict's sign.
+    for row, correct in enumerate(scored.correct):
+        assert (output["advantages"][row] > 0) == (correct == 1.0), row
+    assert all(len(set(scored.correct[start:start + 4])) > 1 for start in (0, 4))
 
 
 # ---- 5. unscorable responses ---------------------------------------------------------------------------

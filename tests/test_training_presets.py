@@ -148,3 +148,20 @@ def test_tiny_presets_are_their_presets_at_tiny_sizes():
                 == full["overlong_cache_length"] / full["max_new_tokens"])
         assert {key: tiny[name][key] for key in TINY_SIZE_KEYS} == {key: tiny["grpo"][key] for key in TINY_SIZE_KEYS}
         assert load_config(CONFIGS / f"{name}-tiny.yaml").updates_per_step >= 2
+
+
+def test_resume_of_a_refilling_dapo_run_repeats_its_next_step(tmp_path):
+    # Step 2 refills (four of six problems can only be answered wrong): its extra prompts
+    # come from the refill generator, which the checkpoint must restore.
+    always_wrong = {f"tiny/add-{index}" for index in (0, 2, 3, 5)}
+    config = load_config(CONFIGS / "dapo-tiny.yaml", [f"run_dir={tmp_path / 'dapo'}", "dynamic_sampling_max_rounds=8"])
+    original = run_training(config, problems=tiny_problems(), evaluator=ScriptedEvaluator(always_wrong))
+    resumed = tmp_path / "resumed"
+    shutil.copytree(original, resumed)
+    shutil.rmtree(last_checkpoint(resumed))
+    config = load_config(resumed / "config.yaml", [f"run_dir={resumed}"])
+    run_training(config, resume=True, problems=tiny_problems(), evaluator=ScriptedEvaluator(always_wrong))
+    first, again = read_metrics(original)[2], read_metrics(resumed)[2]
+    assert first["sampling_rounds"] > 1  # the step being redone did refill
+    for key in ("loss", "reward_mean", "sampling_rounds", "groups_generated", "response_length_mean", "entropy"):
+        assert again[key] == pytest.approx(first[key], rel=1e-5, abs=1e-7), key

@@ -92,11 +92,15 @@ def test_adaptive_rejects_a_decreasing_ladder():
     # A repeated T is not a step up either.
     (["temperature_stages=[[0, 0.7], [5, 0.7]]"],
      "temperature_stages: stage (5, 0.7) is not above the previous T 0.7"),
-    # One step apart: a ramp; 1 < 5 (the default dwell) and 1 < 2.
+    # Steps are numbered from 1: a second stage at step 1 leaves the first none at all.
     (["temperature_stages=[[0, 0.6], [1, 0.7], [6, 0.8]]"],
-     "temperature_stages: stage (0, 0.6) lasts 1 step(s) before (1, 0.7), fewer than temperature_min_dwell=5"),
-    (["temperature_stages=[[0, 0.6], [2, 0.7], [3, 0.8]]", "temperature_min_dwell=2"],
-     "temperature_stages: stage (2, 0.7) lasts 1 step(s) before (3, 0.8), fewer than temperature_min_dwell=2"),
+     "temperature_stages: stage (0, 0.6) lasts 0 step(s) before (1, 0.7), fewer than temperature_min_dwell=4"),
+    # A second stage at step 5 leaves the first steps 1-4: 4 < 5.
+    (["temperature_stages=[[0, 0.6], [5, 0.7]]", "temperature_min_dwell=5"],
+     "temperature_stages: stage (0, 0.6) lasts 4 step(s) before (5, 0.7), fewer than temperature_min_dwell=5"),
+    # One step apart: a ramp; 1 < 2.
+    (["temperature_stages=[[0, 0.6], [3, 0.7], [4, 0.8]]", "temperature_min_dwell=2"],
+     "temperature_stages: stage (3, 0.7) lasts 1 step(s) before (4, 0.8), fewer than temperature_min_dwell=2"),
     (["temperature_stages=[[3, 0.7]]"], "temperature_stages: the first stage (3, 0.7) must start at step 0"),
     (["temperature_stages=[[0, 0.7], [0, 0.8]]"], "temperature_stages: stage (0, 0.8) does not start after"),
     (["temperature_stages=[[0, 0.0]]"], "temperature_stages: stage (0, 0) has T <= 0"),
@@ -118,11 +122,11 @@ def test_build_config_gives_the_same_message():
 
 
 def test_low_to_high_schedules_with_the_dwell_are_accepted():
-    # Gaps 5 and 10 against the default dwell 5 (equal counts).
+    # Stages of 4 steps (1-4) and 10 steps (5-14) against the default dwell 4 (equal counts).
     config = load_config(None, ["temperature_stages=[[0, 0.6], [5, 0.8], [15, 1.0]]"])
-    assert config.temperature_stages == [(0, 0.6), (5, 0.8), (15, 1.0)] and config.temperature_min_dwell == 5
-    # A shorter dwell when asked for: gap 2 with dwell 2 (the tiny presets).
-    assert load_config(None, ["temperature_stages=[[0, 0.7], [2, 0.9]]", "temperature_min_dwell=2"])
+    assert config.temperature_stages == [(0, 0.6), (5, 0.8), (15, 1.0)] and config.temperature_min_dwell == 4
+    # A shorter dwell when asked for: one step at 0.7 with dwell 1 (the tiny presets).
+    assert load_config(None, ["temperature_stages=[[0, 0.7], [2, 0.9]]", "temperature_min_dwell=1"])
     # Adaptive control has no step dwell (adaptive_min_dwell spaces its moves): an ascending ladder one step apart.
     assert load_config(None, ["temperature_control=adaptive", "temperature_stages=[[0, 0.6], [1, 1.0]]"])
     # One stage: nothing to dwell on.

@@ -17,12 +17,12 @@ the normaliser of "token-mean" aggregation. This differs from TRL's
 `mask_truncated_completions`, which removes every truncated response's tokens
 from the completion mask, and so from both the loss and its normaliser.
 
-Three modes (`truncation_mask`), one function each way of masking:
+Three modes (`truncation_mask`), all through one function, `truncation_mask`:
 - "none": no response is masked (GRPO, DAPO).
 - "conditional": the rule above (MicroCoder-GRPO).
 - "all": every truncated response is masked, the paper's "mask all" ablation, as
   TRL's `mask_truncated_completions` does it: the trainer also removes such a
-  response's tokens from the loss normaliser (`drops_tokens`).
+  response's tokens from the loss and its normaliser.
 """
 
 from __future__ import annotations
@@ -46,25 +46,27 @@ WRONG_VERDICTS = frozenset(
 # Verdicts meaning the evaluator did not judge the response wrong.
 # "no_code": no complete program was extracted (for a truncated response, the
 #   answer was cut off): "no answer", not a wrong answer, as the paper says.
-# "judge_error": the evaluator itself failed (our infrastructure, not the
-#   model). Our choice, the paper is silent: the paper's condition is "the
-#   evaluator did not judge it wrong", and here it judged nothing, so the
-#   response may be masked rather than punished for our fault.
-NON_INCORRECT_VERDICTS = frozenset({"accepted", "no_code", "judge_error"})
+NON_INCORRECT_VERDICTS = frozenset({"accepted", "no_code"})
+# "judge_error": the evaluator itself failed (a broken problem or a sandbox fault,
+#   not the model). The trainer gives it no reward at all (advantage 0, out of its
+#   group's baseline), so there is no penalty for the mask to spare: it never
+#   qualifies, and the masked fraction counts only masks that change something.
+UNSCORABLE_VERDICTS = frozenset({"judge_error"})
 
 
 def non_incorrect(verdict: str) -> bool:
-    """True when the evaluator did not judge the response wrong.
+    """True when the evaluator judged the response and did not judge it wrong.
 
-    "accepted", "no_code" and "judge_error" are non-incorrect; the verdicts in
-    WRONG_VERDICTS are incorrect; any other string is a ValueError, so that a
-    new verdict cannot silently fall on either side.
+    "accepted" and "no_code" are non-incorrect; the verdicts in WRONG_VERDICTS
+    are incorrect, and so (for the mask) is the unscorable "judge_error"; any
+    other string is a ValueError, so that a new verdict cannot silently fall on
+    either side.
     """
     if verdict in NON_INCORRECT_VERDICTS:
         return True
-    if verdict in WRONG_VERDICTS:
+    if verdict in WRONG_VERDICTS or verdict in UNSCORABLE_VERDICTS:
         return False
-    valid = sorted(NON_INCORRECT_VERDICTS | WRONG_VERDICTS)
+    valid = sorted(NON_INCORRECT_VERDICTS | WRONG_VERDICTS | UNSCORABLE_VERDICTS)
     raise ValueError(f"unknown verdict {verdict!r}; valid verdicts: {', '.join(valid)}")
 
 
@@ -87,7 +89,7 @@ TRUNCATION_MASK_MODES = ("none", "conditional", "all")
 
 @dataclass(frozen=True)
 class TruncationMask:
-    """Result of `conditional_truncation_mask` for a batch of B responses.
+    """Result of `truncation_mask` (or `conditional_truncation_mask`) for a batch of B responses.
 
     keep: (B,) float, 1.0 keeps the response's advantage, 0.0 zeroes it.
     qualifying: (B,) bool, responses that met every condition except the draw.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-data_app = typer.Typer(help="Convert and build problem sets.", no_args_is_help=True)
+data_app = typer.Typer(help="Convert and build problem sets.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @data_app.command("convert")

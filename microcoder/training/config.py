@@ -67,8 +67,8 @@ class TrainConfig(BaseModel):
     """[(step, T), ...]: T from `step` on, discrete stages, first at step 0 (staged control); the ladder of T's (adaptive control)."""
     temperature_control: Literal["staged", "adaptive"] = "staged"
     """"staged": follow temperature_stages by step; "adaptive": climb its T's when diversity stays low."""
-    temperature_min_dwell: int = 5
-    """Staged control: least rollout steps a temperature stage lasts; stages closer than this are a ramp, which the paper found destabilising."""
+    temperature_min_dwell: int = 4
+    """Staged control: least rollout steps a temperature stage lasts (steps count from 1, so [[0, T1], [5, T2]] gives T1 4 steps); shorter stages are a ramp, which the paper found destabilising."""
     adaptive_diversity_floor: float = 0.3
     """Adaptive control: move up one stage when the moving-average diversity stays below this."""
     adaptive_average_window: int = 3

@@ -23,12 +23,13 @@ def check_temperature_stages(stages: Sequence[tuple[int, float]], min_dwell: int
     Valid: at least one (step, T) stage; the first at step 0; steps strictly increasing;
     every T > 0; T strictly increasing (staged: the schedule goes low to high; adaptive: the
     stages' T's are the ladder it climbs upward); under "staged" control every stage but the
-    last lasts at least `min_dwell` steps (next step - step >= min_dwell), since stages closer
-    than that are a ramp, which the paper found destabilising. `min_dwell` must be >= 1. The
-    last stage runs to the end of training and has no dwell to check.
+    last lasts at least `min_dwell` steps, since stages closer than that are a ramp, which
+    the paper found destabilising. Steps are numbered from 1, so the first stage (at step 0)
+    lasts next step - 1 steps and a later one next step - step. `min_dwell` must be >= 1.
+    The last stage runs to the end of training and has no dwell to check.
 
-        check_temperature_stages([(0, 0.7), (5, 0.8)], 5, "staged")  -> None
-        check_temperature_stages([(0, 0.7), (4, 0.8)], 5, "staged")  -> ValueError (dwell 4 < 5)
+        check_temperature_stages([(0, 0.7), (5, 0.8)], 4, "staged")  -> None (steps 1-4 at 0.7)
+        check_temperature_stages([(0, 0.7), (5, 0.8)], 5, "staged")  -> ValueError (dwell 4 < 5)
         check_temperature_stages([(0, 0.8), (5, 0.7)], 5, "adaptive") -> ValueError (T goes down)
     """
     if control not in ("staged", "adaptive"):
@@ -59,8 +60,9 @@ def check_temperature_stages(stages: Sequence[tuple[int, float]], min_dwell: int
                     else "the adaptive ladder climbs low to high")
             raise ValueError(f"temperature_stages: stage {shown(stage)} is not above the previous T "
                              f"{previous_temp:g}: {rule}")
-        if control == "staged" and step - previous_step < min_dwell:
-            raise ValueError(f"temperature_stages: stage {shown(stages[index - 1])} lasts {step - previous_step} "
+        dwell = step - max(previous_step, 1)  # the first stage starts at step 1 in effect
+        if control == "staged" and dwell < min_dwell:
+            raise ValueError(f"temperature_stages: stage {shown(stages[index - 1])} lasts {dwell} "
                              f"step(s) before {shown(stage)}, fewer than temperature_min_dwell={min_dwell}: stages "
                              f"closer than that are a ramp, which the paper found destabilising")
 

@@ -281,6 +281,7 @@ class MicroCoderTrainer(GRPOTrainer):
             raise ValueError(f"dynamic_sampling: train_batch_size ({config.train_batch_size}) must be a multiple of "
                              f"the process count ({self.accelerator.num_processes}) so that each holds whole groups")
         self.rollout_record: dict = {}
+        self.rollout_scored: ScoredBatch | None = None  # the last rollout's rows, in the order TRL trains on them
         self.update_stats: dict[str, list[float]] = defaultdict(list)
         self.scored_at = 0.0
         self.last_record: dict | None = None
@@ -318,6 +319,7 @@ class MicroCoderTrainer(GRPOTrainer):
         sampling = Sampling(groups_generated=groups, rounds=1)
         if self.config.dynamic_sampling:  # refill
             output, scored, sampling = self.sample_mixed_groups(output, scored)
+        self.rollout_scored = scored
         decided = self.compute_advantages(scored)  # 4
         output["advantages"] = decided.advantages.to(output["advantages"].device)
         if decided.loss_keep is not None:  # the response leaves the loss and its normaliser
@@ -332,7 +334,7 @@ class MicroCoderTrainer(GRPOTrainer):
     def sample_mixed_groups(self, output: dict, scored: ScoredBatch) -> tuple[dict, ScoredBatch, Sampling]:
         """DAPO's dynamic sampling: a batch of groups whose correctness differs, refilled.
 
-        While some process holds fewer mixed groups than its share of train_batch_size,
+        While some process holds fewer mixed groups than it has groups per rollout,
         sample that many more prompts (drawn by `refill_generator`) and score them, for at
         most `dynamic_sampling_max_rounds` extra rounds. The batch is then the first mixed
         groups in sampling order, filled up, when the rounds ran out, with unmixed groups
@@ -441,7 +443,9 @@ class MicroCoderTrainer(GRPOTrainer):
             self.update_stats["clip_fraction_low"].append(clip["clip_frac_low"].item())
             self.update_stats["clip_fraction_high"].append(clip["clip_frac_high"].item())
             self.update_stats["ppo_kl"].append(clip["ppo_kl"].item())
-            ratio = torch.exp(logp.detach() - old_logp)  # (B, S); 1 everywhere on-policy
+            # (B, S); 1 everywhere on-policy. Clamped as in clipped_policy_loss: rows out of the
+            # loss may hold any log-probs, and inf * 0 would make the mean NaN.
+            ratio = torch.exp(torch.clamp(logp.detach() - old_logp, -20.0, 20.0))
             self.update_stats["ratio_deviation"].append((((ratio - 1).abs() * completion_mask).sum() / tokens).item())
             if self.config.beta > 0:
                 self.update_stats["kl"].append(((per_token_kl * completion_mask).sum() / tokens).item())
@@ -726,7 +730,7 @@ def run_training(config: TrainConfig, resume: bool = False,
 
     The run directory holds config.yaml (the config snapshot), metrics.jsonl (one line per
     step, plus the step-0 held-out accuracy), checkpoints/checkpoint-N (TRL's, with our
-    mask-generator and controller state), summary.json and plots/training.png.
+    mask and refill generators' and controller's state), summary.json and plots/training.png.
     With `resume`, `config.run_dir` must exist; training continues from its last checkpoint.
     Without it, `config.run_dir` must not exist or be empty (a finished or running run is
     never overwritten); None creates runs/<name>-<timestamp>-<id> (`name`: the preset).
