@@ -183,3 +183,38 @@ def train(
 
 if __name__ == "__main__":
     app()
+
+
+experiment_app = typer.Typer(help="Run and report experiment grids (arms x seeds of training runs).",
+                             no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(experiment_app, name="experiment")
+
+
+@experiment_app.command("run")
+def experiment_run(
+    spec: Path = typer.Argument(..., help="Experiment spec (YAML), e.g. configs/experiments/main.yaml."),
+    root: Path = typer.Option(Path("runs/experiments"), "--root", help="Where grids go: ROOT/<spec name>/<arm>/seed-<k>/."),
+) -> None:
+    """Run every arm x seed of a spec; finished runs are skipped, interrupted ones resumed."""
+    from microcoder.experiments.runner import run_experiment
+
+    try:
+        run_experiment(spec, root)
+    except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
+        Console().print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
+@experiment_app.command("report")
+def experiment_report(
+    root: Path = typer.Argument(Path("runs/experiments"), help="A grid folder, or a folder of grids."),
+) -> None:
+    """Per grid: figure.png (mean and band over seeds, one colour per arm) and report.md (the numbers)."""
+    from microcoder.experiments.report import report_all
+
+    try:
+        for figure, report in report_all(root):
+            print(f"{figure}\n{report}")
+    except (ValueError, FileNotFoundError) as error:
+        Console().print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
