@@ -59,6 +59,9 @@ def test_clip_fractions_by_hand():
     assert metrics["clip_frac_low"].item() == pytest.approx(1 / 7)
     assert metrics["dual_clip_frac"].item() == 0.0
     assert metrics["ppo_kl"].item() == pytest.approx(-math.log(4.95) / 7)
+    # ratio_deviation = mean |r - 1| over the valid ratios 1.5, 0.5, 0.5, 1.5, 4, 2, 1.1
+    #                 = (0.5 + 0.5 + 0.5 + 0.5 + 3 + 1 + 0.1) / 7 = 6.1 / 7.
+    assert metrics["ratio_deviation"].item() == pytest.approx(6.1 / 7)
 
 
 def test_gradient_is_zero_where_clipped():

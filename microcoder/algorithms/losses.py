@@ -72,7 +72,9 @@ def clipped_policy_loss(
                 so the two sum to verl's `pg_clipfrac`;
             "dual_clip_frac": A < 0 and the dual-clip cap is strictly below
                 the clipped loss (i.e. ratio > c); 0 without dual clip;
-            "ppo_kl": mean of old_logp - logp, verl's cheap drift estimate.
+            "ppo_kl": mean of old_logp - logp, verl's cheap drift estimate;
+            "ratio_deviation": mean of |ratio - 1| (ratio from the clamped
+                log-ratio): 0 exactly when the policy has not moved.
     """
     if eps_low < 0 or eps_high < 0:
         raise ValueError(f"clip epsilons must be >= 0, got eps_low={eps_low}, eps_high={eps_high}")
@@ -102,6 +104,7 @@ def clipped_policy_loss(
             "clip_frac_low": _masked_fraction(negative & (ratio < 1.0 - eps_low), response_mask),
             "dual_clip_frac": _masked_fraction(dual_clipped, response_mask),
             "ppo_kl": ((old_logp - logp) * mask).sum() / mask.sum().clamp(min=1.0),
+            "ratio_deviation": ((ratio - 1.0).abs() * mask).sum() / mask.sum().clamp(min=1.0),
         }
     return loss * mask, metrics
 

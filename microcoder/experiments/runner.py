@@ -55,7 +55,7 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT,
     from microcoder.training.trainer import run_training
 
     spec, base = load_spec(spec_path)
-    train = train or (lambda config, resume: run_training(config, resume=resume, name=spec.name))
+    train = train or (lambda config, resume: run_training(config, resume=resume))  # run_dir is always set
     grid = Path(root) / spec.name
     grid.mkdir(parents=True, exist_ok=True)
     (grid / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(), sort_keys=False), encoding="utf-8")

@@ -129,16 +129,16 @@ class ScoredBatch:
     seconds: float
 
     def take(self, rows: Sequence[int]) -> ScoredBatch:
-        """The rows `rows` of this batch, in that order (seconds kept whole)."""
+        """The rows `rows` of this batch, in that order (seconds: the whole batch's)."""
         return ScoredBatch([self.verdicts[i] for i in rows], [self.correct[i] for i in rows],
                            [self.rewards[i] for i in rows], [self.completion_ids[i] for i in rows], self.seconds)
 
 
-def concat_scored(parts: Sequence[ScoredBatch]) -> ScoredBatch:
-    """One ScoredBatch of several, rows in order, seconds summed."""
+def concat_scored(parts: Sequence[ScoredBatch], seconds: float) -> ScoredBatch:
+    """One ScoredBatch of several, rows in order; `seconds` is the judging time of them all."""
     return ScoredBatch([v for part in parts for v in part.verdicts], [v for part in parts for v in part.correct],
                        [v for part in parts for v in part.rewards],
-                       [v for part in parts for v in part.completion_ids], sum(part.seconds for part in parts))
+                       [v for part in parts for v in part.completion_ids], seconds)
 
 
 class EvaluatorReward:
@@ -361,8 +361,9 @@ class MicroCoderTrainer(GRPOTrainer):
                     for index, groups in enumerate(chosen) if groups]
         merged = merge_rollouts([(round_output, rows) for (round_output, _), rows in selected],
                                 self.processing_class.pad_token_id)
-        merged_scored = concat_scored([round_scored.take(rows) for (_, round_scored), rows in selected])
-        merged_scored.seconds = sum(round_scored.seconds for _, round_scored in rounds)
+        # Judging time counts every round, the discarded groups' too.
+        merged_scored = concat_scored([round_scored.take(rows) for (_, round_scored), rows in selected],
+                                      seconds=sum(round_scored.seconds for _, round_scored in rounds))
         generated = self.accelerator.num_processes * wanted * len(rounds)
         return merged, merged_scored, Sampling(groups_generated=generated, rounds=len(rounds))
 
@@ -443,10 +444,7 @@ class MicroCoderTrainer(GRPOTrainer):
             self.update_stats["clip_fraction_low"].append(clip["clip_frac_low"].item())
             self.update_stats["clip_fraction_high"].append(clip["clip_frac_high"].item())
             self.update_stats["ppo_kl"].append(clip["ppo_kl"].item())
-            # (B, S); 1 everywhere on-policy. Clamped as in clipped_policy_loss: rows out of the
-            # loss may hold any log-probs, and inf * 0 would make the mean NaN.
-            ratio = torch.exp(torch.clamp(logp.detach() - old_logp, -20.0, 20.0))
-            self.update_stats["ratio_deviation"].append((((ratio - 1).abs() * completion_mask).sum() / tokens).item())
+            self.update_stats["ratio_deviation"].append(clip["ratio_deviation"].item())
             if self.config.beta > 0:
                 self.update_stats["kl"].append(((per_token_kl * completion_mask).sum() / tokens).item())
         # TRL sets loss_is_scaled_for_ga: the micro-batch losses of an update are summed.
