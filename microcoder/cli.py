@@ -193,13 +193,17 @@ app.add_typer(experiment_app, name="experiment")
 @experiment_app.command("run")
 def experiment_run(
     spec: Path = typer.Argument(..., help="Experiment spec (YAML), e.g. configs/experiments/main.yaml."),
+    overrides: list[str] = typer.Argument(None, help="key=value config overrides for every arm, after the spec's "
+                                          "own and before each arm's (e.g. a model and lengths at paper scale)."),
     root: Path = typer.Option(Path("runs/experiments"), "--root", help="Where grids go: ROOT/<spec name>/<arm>/seed-<k>/."),
+    parallel: int = typer.Option(1, "--parallel", min=1, help="Runs at once, each in its own process with "
+                                 "cores / N threads; its output goes to <arm>/seed-<k>.train.log."),
 ) -> None:
     """Run every arm x seed of a spec; finished runs are skipped, interrupted ones resumed."""
     from microcoder.experiments.runner import run_experiment
 
     try:
-        run_experiment(spec, root)
+        run_experiment(spec, root, parallel=parallel, extra=tuple(overrides or ()))
     except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
         Console().print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
@@ -208,12 +212,14 @@ def experiment_run(
 @experiment_app.command("report")
 def experiment_report(
     root: Path = typer.Argument(Path("runs/experiments"), help="A grid folder, or a folder of grids."),
+    docs: Path = typer.Option(None, "--docs", help="Also publish each grid here: DOCS/<spec>.png, DOCS/data/<spec>/ "
+                              "(spec and per-run metrics, no checkpoints) and the numbers block of DOCS/<spec>.md."),
 ) -> None:
     """Per grid: figure.png (mean and band over seeds, one colour per arm) and report.md (the numbers)."""
     from microcoder.experiments.report import report_all
 
     try:
-        for figure, report in report_all(root):
+        for figure, report in report_all(root, docs):
             print(f"{figure}\n{report}")
     except (ValueError, FileNotFoundError) as error:
         Console().print(f"[red]error:[/red] {error}")

@@ -5,8 +5,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
-from microcoder.experiments.report import report_all
+from microcoder.experiments.report import NUMBERS_BEGIN, report_all
 from microcoder.experiments.runner import run_experiment, run_state
 from microcoder.experiments.spec import load_spec
 from microcoder.training.trainer import run_training
@@ -69,3 +70,132 @@ def test_a_bad_arm_fails_before_any_run(tmp_path):
     spec.write_text("name: x\narms: {a: []}\nmetrics: [reward]\n")
     with pytest.raises(ValueError, match=r"metrics: 'reward' is not a metrics.jsonl key"):
         load_spec(spec)
+
+
+def write_spec(tmp_path: Path, **changes) -> Path:
+    """The tiny spec with `changes` (base made absolute), written under tmp_path."""
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["base"] = str((SPEC.parent / raw["base"]).resolve())
+    raw.update(changes)
+    path = tmp_path / f"{raw['name']}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_length_extension_arm_trains_its_phases_in_order_and_resumes_between_them(tmp_path):
+    spec = write_spec(tmp_path, name="extend", seeds=[0], overrides=["heldout_size=0", "total_steps=3"],
+                      arms={"short_then_long": {"overrides": ["max_new_tokens=8"],
+                                                "then": [{"at_step": 2, "overrides": ["max_new_tokens=16"]}]}})
+    calls = []
+
+    def stop_after_first_phase(config, resume):
+        calls.append((config.total_steps, config.max_new_tokens, resume))
+        tiny_train([])(config, resume)
+        if len(calls) == 1:
+            raise Interrupted  # killed between the phases
+
+    with pytest.raises(Interrupted):
+        run_experiment(spec, tmp_path / "runs", train=stop_after_first_phase, log=lambda line: None)
+    run_dir = tmp_path / "runs" / "extend" / "short_then_long" / "seed-0"
+    assert run_state(run_dir, 3) == "interrupted"  # its summary says 2 steps of 3
+    [outcome] = run_experiment(spec, tmp_path / "runs", train=stop_after_first_phase, log=lambda line: None)
+    assert outcome.status == "resumed"
+    assert calls == [(2, 8, False), (3, 16, True)]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    # A random-init tiny model never stops early: each step's longest response is the limit.
+    assert [(row["step"], row["response_length_max"]) for row in rows] == [(1, 8), (2, 8), (3, 16)]
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["max_new_tokens"] == 16
+    assert run_state(run_dir, 3) == "finished"
+
+
+def test_a_phase_may_not_change_the_batch_or_end_after_the_run(tmp_path):
+    spec = write_spec(tmp_path, name="bad", arms={"a": {"then": [{"at_step": 1, "overrides": ["train_batch_size=4"]}]}})
+    with pytest.raises(ValueError, match=r"arms.a: then\[0\]: train_batch_size cannot change within a run"):
+        load_spec(spec)
+    spec = write_spec(tmp_path, name="bad", arms={"a": {"then": [{"at_step": 2, "overrides": []}]}})
+    with pytest.raises(ValueError, match=r"arms.a: then\[0\].at_step: 2 must be after 0 and before total_steps \(2\)"):
+        load_spec(spec)
+
+
+def test_parallel_runs_go_to_worker_processes_with_progress_lines(tmp_path):
+    spec = write_spec(tmp_path, name="parallel", seeds=[0], overrides=["heldout_size=0"])
+    lines = []
+    outcomes = run_experiment(spec, tmp_path / "runs", log=lines.append, parallel=2)
+    assert [(o.arm, o.status) for o in outcomes] == [("base_lr", "started"), ("high_lr", "started")]
+    grid = tmp_path / "runs" / "parallel"
+    for arm in ("base_lr", "high_lr"):
+        assert run_state(grid / arm / "seed-0") == "finished"
+        assert "held-out accuracy" in (grid / arm / "seed-0.train.log").read_text()  # the worker's own output
+        assert any(line.startswith(f"  {arm} seed 0: step 2/2,") for line in lines), lines
+    with pytest.raises(ValueError, match="custom train"):
+        run_experiment(spec, tmp_path / "runs", train=tiny_train([]), parallel=2)
+
+
+def test_run_time_overrides_apply_to_every_arm_before_the_arms_own(tmp_path):
+    spec, folder = load_spec(SPEC, extra=("learning_rate=0.5", "max_new_tokens=12"))
+    from microcoder.experiments.spec import arm_config
+
+    assert arm_config(spec, folder, "base_lr", 0, tmp_path).learning_rate == 0.5
+    assert arm_config(spec, folder, "high_lr", 0, tmp_path).learning_rate == 0.01  # the arm's own wins
+    assert arm_config(spec, folder, "high_lr", 0, tmp_path).max_new_tokens == 12
+
+
+def test_an_arm_may_bring_its_own_base_configs_layered_in_order(tmp_path):
+    (tmp_path / "scale.yaml").write_text("max_new_tokens: 24\nlearning_rate: 0.003\n")
+    configs = Path(__file__).parents[1] / "configs"
+    spec = write_spec(tmp_path, name="bases", arms={
+        "grpo": {"base": [str(configs / "grpo-tiny.yaml"), "scale.yaml"], "overrides": ["learning_rate=0.002"]},
+        "plain": []})
+    from microcoder.experiments.spec import arm_config
+
+    loaded, folder = load_spec(spec)
+    grpo, plain = (arm_config(loaded, folder, arm, 0, tmp_path) for arm in ("grpo", "plain"))
+    assert (grpo.beta, grpo.eps_high, grpo.max_new_tokens, grpo.learning_rate) == (0.001, 0.2, 24, 0.002)
+    assert (plain.beta, plain.eps_high, plain.max_new_tokens) == (0.0, 0.28, 16)  # the spec's base
+    (tmp_path / "scale.yaml").unlink()
+    with pytest.raises(FileNotFoundError, match=r"bases.yaml: arms.grpo.base: .*scale.yaml does not exist"):
+        load_spec(spec)
+
+
+def fake_run(run_dir: Path, batch: int, rows: list[dict]) -> None:
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (run_dir / "config.yaml").write_text(f"train_batch_size: {batch}\n")
+    (run_dir / "summary.json").write_text(json.dumps({"steps": len(rows)}))
+
+
+def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redrawable_grid(tmp_path):
+    grid = tmp_path / "runs" / "batch"
+    grid.mkdir(parents=True)
+    (grid / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "batch", "arms": {"small": [], "large": []}, "seeds": [0, 1], "x_axis": "relative_data",
+        "metrics": ["reward_mean", "time_split"], "findings": ["The middle wins."]}))
+    for arm, batch in (("small", 2), ("large", 4)):
+        for seed in (0, 1):
+            fake_run(grid / arm / f"seed-{seed}", batch, [
+                {"step": step, "reward_mean": 0.1 * step + seed, "seconds_rollout": 2.0 * batch,
+                 "seconds_reward": 1.0, "seconds_update": 3.0 + seed} for step in (1, 2, 3)])
+    docs = tmp_path / "docs"
+    [(figure, report)] = report_all(tmp_path / "runs", docs=docs)
+    text = report.read_text()
+    # large: seeds 0.3 and 1.3 at step 3 -> mean 0.8, SE 0.5; last three points 0.2 and 1.2 -> 0.7 +- 0.5
+    assert "| large | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | 3 | 2 |" in text
+    assert "| large | seconds_rollout (all steps) | | | 8.0 +- 0.0 s | | 2 |" in text
+    assert "| small | seconds_update (all steps) | | | 3.5 +- 0.5 s | | 2 |" in text
+    from matplotlib.image import imread
+    assert (docs / "batch.png").is_file() and imread(docs / "batch.png").shape[0] > 300
+    published = docs / "data" / "batch"
+    assert sorted(path.name for path in (published / "large" / "seed-1").iterdir()) == [
+        "config.yaml", "metrics.jsonl", "summary.json"]
+    page = docs / "batch.md"
+    written = page.read_text().replace("Not written yet", "Reproduced: the hand-written verdict")
+    page.write_text(written)
+    [(_, redrawn)] = report_all(published, docs=docs)  # the published folder is a grid of its own
+    assert redrawn.read_text() == text
+    after = page.read_text()
+    assert "Reproduced: the hand-written verdict" in after and after.count(NUMBERS_BEGIN) == 1
+    assert "| large | reward_mean | 0.600 +- 0.500 |" in after

@@ -70,3 +70,18 @@ def test_every_reference_is_accepted_and_a_wrong_answer_is_not(problems):
     references, wrong = results[: len(everything)], results[len(everything) :]
     assert [r.problem_id for r in references if r.verdict != "accepted"] == []
     assert all(r.verdict == "wrong_answer" for r in wrong)
+
+
+def test_train_difficulties_filters_training_problems_but_not_the_heldout_set():
+    from microcoder.training.config import load_config
+    from microcoder.training.trainer import load_problem_split
+
+    train, heldout = load_problem_split(load_config(None, ["heldout_size=48"]))
+    medium_train, medium_heldout = load_problem_split(load_config(None, ["heldout_size=48", "train_difficulties=[medium]"]))
+    easy_train, _ = load_problem_split(load_config(None, ["train_difficulties=[easy]"]))
+    medium_templates = {t.name for t in TEMPLATES if t.difficulty == "medium"}
+    assert {p.metadata["template"] for p in medium_train} == medium_templates
+    assert len(medium_train) == 4 * len(medium_templates) and len(easy_train) == len(train) - len(medium_train)
+    assert medium_heldout == heldout and len(heldout) == 48
+    with pytest.raises(ValueError, match="train_difficulties: no training problem in 'default' has difficulty hard"):
+        load_problem_split(load_config(None, ["train_difficulties=[hard]"]))

@@ -7,6 +7,8 @@ sandbox; comparisons happen here, so expected outputs never reach a candidate's 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 import threading
@@ -135,6 +137,14 @@ class Evaluator:
 
     def close(self) -> None:
         self.sandbox.close()
+
+    def judging(self, mode: Literal["robust", "strict"]) -> Evaluator:
+        """This evaluator's workers judging in `mode` (no new processes; close the original only)."""
+        if mode == self.config.mode:
+            return self
+        view = copy.copy(self)
+        view.config = dataclasses.replace(self.config, mode=mode)
+        return view
 
     def evaluate(
         self,

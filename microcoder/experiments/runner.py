@@ -2,25 +2,40 @@
 
 A run's directory is ROOT/<spec name>/<arm>/seed-<k>/ (a normal `microcoder train` run
 directory). Its state decides what happens:
-- summary.json present: finished, skipped;
-- a checkpoint present: interrupted, resumed from its last checkpoint (`--resume`);
+- summary.json present and its steps the run's total: finished, skipped;
+- a checkpoint present: interrupted, resumed from its last checkpoint (`--resume`), in
+  the phase (for an arm with schedule changes) that the checkpoint's step falls in;
 - anything else (started, killed before its first checkpoint): removed and started over.
 So a grid can span several sittings: rerun the same command. The spec is copied to
-ROOT/<spec name>/spec.yaml beside the runs (the report reads its metrics and finding).
-Runs go one after another in this process.
+ROOT/<spec name>/spec.yaml beside the runs (the report reads its metrics and findings).
+
+An arm with schedule changes runs as phases: phase 1 trains to its `at_step` and
+checkpoints; each next phase resumes that checkpoint with its own config (e.g. a longer
+max_new_tokens), as a user would by hand.
+
+Runs go one after another in this process, or `parallel` at a time in worker processes
+(each with cores / parallel threads, its output in the run's train.log). Either way a
+progress line per run and step (arm, seed, step, time per step, eta) comes from watching
+the runs' metrics.jsonl.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 
 import yaml
 
-from microcoder.experiments.spec import ExperimentSpec, arm_config, load_spec
+from microcoder.experiments.spec import ExperimentSpec, arm_phases, load_spec
+from microcoder.training.plots import METRICS_FILE
 
 DEFAULT_ROOT = Path("runs/experiments")
 
@@ -35,9 +50,13 @@ class RunOutcome:
     seconds: float
 
 
-def run_state(run_dir: Path) -> str:
-    """"finished", "interrupted" (has a checkpoint), or "fresh" (nothing to keep)."""
-    if (run_dir / "summary.json").is_file():
+def run_state(run_dir: Path, total_steps: int | None = None) -> str:
+    """"finished", "interrupted" (has a checkpoint), or "fresh" (nothing to keep).
+
+    With `total_steps`, a summary of fewer steps (a phase's end) is not finished."""
+    summary = run_dir / "summary.json"
+    if summary.is_file() and (total_steps is None
+                              or json.loads(summary.read_text(encoding="utf-8")).get("steps") == total_steps):
         return "finished"
     checkpoints = run_dir / "checkpoints"
     if checkpoints.is_dir() and any(checkpoints.glob("checkpoint-*")):
@@ -45,48 +64,166 @@ def run_state(run_dir: Path) -> str:
     return "fresh"
 
 
-def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT,
-                   train: Callable | None = None, log: Callable[[str], None] = print) -> list[RunOutcome]:
+def completed_steps(run_dir: Path, updates_per_step: int) -> int:
+    """Rollout steps of the run's last checkpoint (0 without one)."""
+    steps = [int(path.name.rsplit("-", 1)[1]) // updates_per_step
+             for path in (run_dir / "checkpoints").glob("checkpoint-*") if path.name.rsplit("-", 1)[1].isdigit()]
+    return max(steps, default=0)
+
+
+def run_phases(phases: list, run_dir: Path, train: Callable) -> str:
+    """Run what is left of one run (its phase configs in order); returns "started" or "resumed"."""
+    state = run_state(run_dir, phases[-1].total_steps)
+    if state == "fresh" and run_dir.exists():
+        shutil.rmtree(run_dir)  # killed before its first checkpoint: nothing to resume
+    done = completed_steps(run_dir, phases[0].updates_per_step) if state == "interrupted" else 0
+    resume = state == "interrupted"
+    for config in phases:
+        if config.total_steps <= done:
+            continue
+        train(config, resume)
+        resume = True  # a next phase continues this one's final checkpoint
+    return "resumed" if state == "interrupted" else "started"
+
+
+def _train_in_worker(phases: list, run_dir: str, threads: int) -> float:
+    """A worker process: `threads` CPU threads, output to the run's train.log."""
+    import sys
+
+    import torch
+
+    from microcoder.training.trainer import run_training
+
+    torch.set_num_threads(threads)
+    Path(run_dir).parent.mkdir(parents=True, exist_ok=True)
+    begin = time.perf_counter()
+    with open(Path(run_dir).parent / f"{Path(run_dir).name}.train.log", "a", encoding="utf-8") as log:
+        sys.stdout = sys.stderr = log
+        run_phases(phases, Path(run_dir), lambda config, resume: run_training(config, resume=resume))
+    return time.perf_counter() - begin
+
+
+class ProgressWatcher:
+    """Prints a line whenever a watched run logs a new step: arm, seed, step, time per step
+    (rollout + reward + update as the run logged them; held-out evals not counted), eta."""
+
+    def __init__(self, log: Callable[[str], None], interval_s: float = 5.0):
+        self.log, self.interval_s = log, interval_s
+        self.runs: dict[Path, tuple[str, int]] = {}
+        self.printed: dict[Path, int] = {}
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> ProgressWatcher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.poll()
+
+    def watch(self, run_dir: Path, label: str, total_steps: int) -> None:
+        with self.lock:
+            self.runs[run_dir] = (label, total_steps)
+            self.printed[run_dir] = self._steps(run_dir)[0]
+
+    @staticmethod
+    def _steps(run_dir: Path) -> tuple[int, list[float]]:
+        """(last logged step, seconds of each logged training step)."""
+        try:
+            rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text(encoding="utf-8").splitlines()
+                    if line.strip()]
+        except (OSError, ValueError):
+            return 0, []
+        seconds = [row["seconds_rollout"] + row["seconds_reward"] + row["seconds_update"]
+                   for row in rows if "seconds_rollout" in row]
+        return (rows[-1].get("step", 0) if rows else 0), seconds
+
+    def poll(self) -> None:
+        with self.lock:
+            for run_dir, (label, total) in self.runs.items():
+                step, seconds = self._steps(run_dir)
+                if step <= self.printed[run_dir] or not seconds:
+                    continue
+                self.printed[run_dir] = step
+                per_step = sum(seconds) / len(seconds)
+                self.log(f"  {label}: step {step}/{total}, {per_step / 60:.1f} min/step, "
+                         f"about {per_step * (total - step) / 60:.0f} min left (without evals)")
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.interval_s):
+            self.poll()
+
+
+def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train: Callable | None = None,
+                   log: Callable[[str], None] = print, parallel: int = 1,
+                   extra: tuple[str, ...] = ()) -> list[RunOutcome]:
     """Run the grid of `spec_path` under `root`; returns one outcome per arm x seed.
 
-    `train(config, resume)` runs one training run (default: `run_training`; tests pass one
-    that injects problems and an evaluator).
+    `train(config, resume)` runs one training run in this process (default: `run_training`;
+    tests pass one that injects problems and an evaluator). `parallel` > 1 runs that many
+    at once in worker processes with the default trainer. `extra`: key=value overrides for
+    every arm (after the spec's own, before the arm's).
     """
     from microcoder.training.trainer import run_training
 
-    spec, base = load_spec(spec_path)
+    if parallel < 1:
+        raise ValueError(f"parallel must be >= 1, got {parallel}")
+    if parallel > 1 and train is not None:
+        raise ValueError("parallel runs use the default trainer; a custom train() runs in this process")
+    spec, folder = load_spec(spec_path, extra)
     train = train or (lambda config, resume: run_training(config, resume=resume))  # run_dir is always set
     grid = Path(root) / spec.name
     grid.mkdir(parents=True, exist_ok=True)
     (grid / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(), sort_keys=False), encoding="utf-8")
     runs = [(arm, seed) for arm in spec.arms for seed in spec.seeds]
-    outcomes: list[RunOutcome] = []
+    plans = {(arm, seed): arm_phases(spec, folder, arm, seed, grid / arm / f"seed-{seed}") for arm, seed in runs}
+    outcomes: dict[tuple[str, int], RunOutcome] = {}
     started = time.perf_counter()
+    todo = []
     for index, (arm, seed) in enumerate(runs, start=1):
         run_dir = grid / arm / f"seed-{seed}"
-        state = run_state(run_dir)
-        prefix = f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}"
+        state = run_state(run_dir, plans[arm, seed][-1].total_steps)
         if state == "finished":
-            log(f"{prefix}: finished before, skipped")
-            outcomes.append(RunOutcome(arm, seed, run_dir, "skipped", 0.0))
-            continue
-        if state == "fresh" and run_dir.exists():
-            shutil.rmtree(run_dir)  # killed before its first checkpoint: nothing to resume
-        config = arm_config(spec, base, arm, seed, run_dir)
-        done = [outcome for outcome in outcomes if outcome.status != "skipped"]
-        eta = ""
-        if done:
-            per_run = sum(outcome.seconds for outcome in done) / len(done)
-            eta = f", about {per_run * (len(runs) - index + 1) / 60:.0f} min left"
-        log(f"{prefix}: {'resuming' if state == 'interrupted' else 'starting'} "
-            f"({config.total_steps} steps{eta}) -> {run_dir}")
-        begin = time.perf_counter()
-        train(config, state == "interrupted")
-        outcomes.append(RunOutcome(arm, seed, run_dir, "resumed" if state == "interrupted" else "started",
-                                   time.perf_counter() - begin))
+            log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: finished before, skipped")
+            outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "skipped", 0.0)
+        else:
+            todo.append((index, arm, seed, run_dir, state))
+
+    def announce(index: int, arm: str, seed: int, run_dir: Path, state: str, verb: str = "") -> None:
+        done = [outcome.seconds for outcome in outcomes.values() if outcome.status != "skipped"]
+        eta = f", grid about {sum(done) / len(done) * (len(todo) - len(done)) / 60:.0f} min left" if done else ""
+        verb = verb or ("resuming" if state == "interrupted" else "starting")
+        log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: {verb} "
+            f"({plans[arm, seed][-1].total_steps} steps{eta}) -> {run_dir}")
+        watcher.watch(run_dir, f"{arm} seed {seed}", plans[arm, seed][-1].total_steps)
+
+    with ProgressWatcher(log) as watcher:
+        if parallel == 1:
+            for index, arm, seed, run_dir, state in todo:
+                announce(index, arm, seed, run_dir, state)
+                begin = time.perf_counter()
+                status = run_phases(plans[arm, seed], run_dir, train)
+                outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, status, time.perf_counter() - begin)
+        else:
+            threads = max(1, (os.cpu_count() or 1) // parallel)
+            with ProcessPoolExecutor(parallel, mp_context=get_context("spawn")) as pool:
+                futures = {}
+                for index, arm, seed, run_dir, state in todo:
+                    futures[pool.submit(_train_in_worker, plans[arm, seed], str(run_dir), threads)] = (
+                        index, arm, seed, run_dir, state)
+                    announce(index, arm, seed, run_dir, state, "queued")  # starts when a worker is free
+                for future in as_completed(futures):
+                    index, arm, seed, run_dir, state = futures[future]
+                    status = "resumed" if state == "interrupted" else "started"
+                    outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, status, future.result())
+                    log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: done "
+                        f"({outcomes[arm, seed].seconds / 60:.1f} min; log {run_dir.parent / run_dir.name}.train.log)")
     log(f"{spec.name}: {len(runs)} runs done in {(time.perf_counter() - started) / 60:.1f} min; "
         f"report: microcoder experiment report {Path(root)}")
-    return outcomes
+    return [outcomes[run] for run in runs]
 
 
 def load_grid_spec(grid: Path) -> ExperimentSpec:

@@ -1,21 +1,28 @@
 """An experiment spec: a base config, the arms (config overrides each), the seeds, the metrics.
 
     name: kl_clip
-    base: configs/microcoder.yaml          # relative to the spec file, or absolute
+    base: ../microcoder.yaml               # relative to the spec file, or absolute
     overrides: [total_steps=20, eval_every=5]   # for every arm
     arms:
       kl_symmetric: [beta=0.001, eps_high=0.2]
       no_kl_clip_higher: []
+      short_then_long:                     # a schedule change at step k is an arm too
+        overrides: [max_new_tokens=32]
+        then: [{at_step: 10, overrides: [max_new_tokens=64]}]
     seeds: [0, 1, 2]
     metrics: [heldout_accuracy, reward_mean, response_length_mean, diversity]
-    finding: "No KL with high clip keeps diversity and length growing ..."   # quoted in the report
+    x_axis: step                           # or relative_data: prompts seen / the least train_batch_size
+    findings: ["No KL with high clip keeps diversity and length growing ..."]   # quoted in the report
 
-Runs go to ROOT/<name>/<arm>/seed-<k>/ (ROOT: runs/experiments).
+Runs go to ROOT/<name>/<arm>/seed-<k>/ (ROOT: runs/experiments). Extra `key=value`
+overrides given at run time (`microcoder experiment run SPEC key=value ...`) apply after
+the spec's own and before each arm's; that is how the same spec runs at paper scale.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -27,6 +34,33 @@ DEFAULT_METRICS = ["heldout_accuracy", "reward_mean", "response_length_mean", "d
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+class Phase(BaseModel):
+    """From `at_step` on (steps count from 1: the phase's first step is at_step + 1), these overrides too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at_step: int
+    overrides: list[str]
+
+
+class Arm(BaseModel):
+    """An arm: its own base config (else the spec's), overrides for the whole run, then
+    schedule changes at given steps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str | list[str] | None = None
+    overrides: list[str] = []
+    then: list[Phase] = []
+
+
+# A phase may not change what a checkpoint's step count means or who the run is.
+FIXED_ACROSS_PHASES = ("train_batch_size", "ppo_mini_batch_size", "ppo_epochs", "group_size", "model",
+                       "problems", "heldout_problems", "heldout_size", "seed", "run_dir")
+
+X_AXES = ("step", "relative_data")
+
+
 class ExperimentSpec(BaseModel):
     """One comparison: arms x seeds of training runs from one base config."""
 
@@ -34,18 +68,20 @@ class ExperimentSpec(BaseModel):
 
     name: str
     """Directory name of the grid under the runs root."""
-    base: str | None = None
-    """Base training config (YAML), relative to the spec file; None: the built-in defaults."""
+    base: str | list[str] | None = None
+    """Base training config (YAML) relative to the spec file, or several layered in order; None: the built-in defaults."""
     overrides: list[str] = []
     """key=value overrides applied to every arm, before the arm's own."""
-    arms: dict[str, list[str]]
-    """Arm name -> its key=value overrides (an empty list: the base as it is)."""
+    arms: dict[str, list[str] | Arm]
+    """Arm name -> its key=value overrides (an empty list: the base as it is), or {overrides, then: [{at_step, overrides}]}."""
     seeds: list[int] = [0]
     """Seeds; each arm runs once per seed (the config's `seed`)."""
     metrics: list[str] = DEFAULT_METRICS
-    """metrics.jsonl keys the report plots, one panel each."""
-    finding: str = ""
-    """The paper's finding this grid checks, quoted in the report."""
+    """metrics.jsonl keys the report plots, one panel each; "time_split" is a panel of mean seconds per phase."""
+    x_axis: str = "step"
+    """"step", or "relative_data" (prompts seen / the smallest train_batch_size of the arms: the batch-size aspect)."""
+    findings: list[str] = []
+    """The paper's findings this grid checks, quoted in the report."""
 
     @field_validator("name")
     @classmethod
@@ -56,13 +92,13 @@ class ExperimentSpec(BaseModel):
 
     @field_validator("arms")
     @classmethod
-    def _arms(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+    def _arms(cls, value: dict[str, list[str] | Arm]) -> dict[str, Arm]:
         if not value:
             raise ValueError("needs at least one arm")
         for arm in value:
             if not _NAME.match(arm):
                 raise ValueError(f"arm {arm!r} is not a directory name (letters, digits, _ . -)")
-        return value
+        return {arm: spec if isinstance(spec, Arm) else Arm(overrides=spec) for arm, spec in value.items()}
 
     @field_validator("seeds")
     @classmethod
@@ -71,11 +107,19 @@ class ExperimentSpec(BaseModel):
             raise ValueError("needs at least one seed, each once")
         return value
 
+    @field_validator("x_axis")
+    @classmethod
+    def _x_axis(cls, value: str) -> str:
+        if value not in X_AXES:
+            raise ValueError(f"must be one of {', '.join(X_AXES)}")
+        return value
 
-def load_spec(path: str | Path) -> tuple[ExperimentSpec, Path | None]:
-    """(spec, resolved base config path or None); errors name the file and the field.
 
-    Every arm's config is built once here, so that a bad override fails before any run.
+def load_spec(path: str | Path, extra: Sequence[str] = ()) -> tuple[ExperimentSpec, Path]:
+    """(spec, the folder its base paths are relative to); errors name the file and the field.
+
+    `extra` overrides apply to every arm after the spec's own (paper-scale runs). Every
+    arm's configs are built once here, so that a bad override fails before any run.
     """
     path = Path(path)
     try:
@@ -90,24 +134,56 @@ def load_spec(path: str | Path) -> tuple[ExperimentSpec, Path | None]:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(spec)"
         raise ValueError(f"{path}: {field}: {first['msg'].removeprefix('Value error, ')}") from None
-    base = None
-    if spec.base is not None:
-        base = (path.parent / spec.base) if not Path(spec.base).is_absolute() else Path(spec.base)
-        if not base.is_file():
-            raise FileNotFoundError(f"{path}: base: {base} does not exist")
+    spec = spec.model_copy(update={"overrides": [*spec.overrides, *extra]})
+    folder = path.parent
     for arm in spec.arms:
+        field = f"arms.{arm}.base" if spec.arms[arm].base is not None else "base"
+        for base in arm_bases(spec, folder, arm):
+            if not base.is_file():
+                raise FileNotFoundError(f"{path}: {field}: {base} does not exist")
         try:
-            arm_config(spec, base, arm, spec.seeds[0], Path("."))
+            arm_phases(spec, folder, arm, spec.seeds[0], Path("."))
         except ValueError as error:
             raise ValueError(f"{path}: arms.{arm}: {error}") from None
     from microcoder.training.trainer import METRIC_KEYS
 
-    unknown = [key for key in spec.metrics if key not in METRIC_KEYS]
+    unknown = [key for key in spec.metrics if key not in (*METRIC_KEYS, "time_split")]
     if unknown:
         raise ValueError(f"{path}: metrics: {unknown[0]!r} is not a metrics.jsonl key")
-    return spec, base
+    return spec, folder
 
 
-def arm_config(spec: ExperimentSpec, base: Path | None, arm: str, seed: int, run_dir: Path) -> TrainConfig:
-    """The training config of one run: base, the spec's overrides, the arm's, then seed and run_dir."""
-    return load_config(base, [*spec.overrides, *spec.arms[arm], f"seed={seed}", f"run_dir={run_dir}"])
+def arm_bases(spec: ExperimentSpec, folder: Path, arm: str) -> list[Path]:
+    """The base config files of an arm (its own, else the spec's), resolved against `folder`."""
+    bases = spec.arms[arm].base if spec.arms[arm].base is not None else spec.base
+    bases = [] if bases is None else [bases] if isinstance(bases, str) else bases
+    return [Path(base) if Path(base).is_absolute() else folder / base for base in bases]
+
+
+def arm_config(spec: ExperimentSpec, folder: Path, arm: str, seed: int, run_dir: Path) -> TrainConfig:
+    """The training config of one run (its last phase): base, the spec's overrides, the arm's
+    (and its phases'), then seed and run_dir."""
+    return arm_phases(spec, folder, arm, seed, run_dir)[-1]
+
+
+def arm_phases(spec: ExperimentSpec, folder: Path, arm: str, seed: int, run_dir: Path) -> list[TrainConfig]:
+    """The configs of a run's phases in order, each with total_steps set to where the phase
+    ends (the last: the run's total_steps). One phase for an arm with no `then`."""
+    plan = spec.arms[arm]
+    bases = arm_bases(spec, folder, arm)
+    run = [f"seed={seed}", f"run_dir={run_dir}"]
+    overrides = [*spec.overrides, *plan.overrides]
+    configs = [load_config(bases, [*overrides, *run])]
+    for index, phase in enumerate(plan.then):
+        overrides = [*overrides, *phase.overrides]
+        configs.append(load_config(bases, [*overrides, *run]))
+        total = configs[-1].total_steps
+        previous = plan.then[index - 1].at_step if index else 0
+        if not previous < phase.at_step < total:
+            raise ValueError(f"then[{index}].at_step: {phase.at_step} must be after {previous} and before "
+                             f"total_steps ({total})")
+        changed = [key for key in FIXED_ACROSS_PHASES if getattr(configs[-1], key) != getattr(configs[0], key)]
+        if changed:
+            raise ValueError(f"then[{index}]: {changed[0]} cannot change within a run")
+    ends = [phase.at_step for phase in plan.then] + [configs[-1].total_steps]
+    return [TrainConfig.model_validate({**config.model_dump(), "total_steps": end}) for config, end in zip(configs, ends)]

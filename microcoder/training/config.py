@@ -17,6 +17,7 @@ score, then `train_batch_size / ppo_mini_batch_size * ppo_epochs` optimizer upda
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +44,8 @@ class TrainConfig(BaseModel):
     """Canonical JSONL of held-out problems; None: the default split, or `heldout_size` problems taken from `problems`."""
     heldout_size: int = 24
     """Problems held out of a `problems` file when `heldout_problems` is None (seeded choice); also caps the default split."""
+    train_difficulties: list[str] | None = None
+    """Train only on problems whose `difficulty` is one of these (e.g. [medium]); None: all. The held-out set is not filtered."""
 
     # ---- rollout ------------------------------------------------------------------------
     total_steps: int = 8
@@ -129,12 +132,16 @@ class TrainConfig(BaseModel):
     """Held-out accuracy every this many steps (and always before the first and after the last); 0: only before and after."""
     heldout_samples: int = 4
     """Samples per held-out problem for pass@1."""
+    heldout_long_factor: float = 0.0
+    """> 0: also measure held-out accuracy with a generation limit of this many times max_new_tokens, logged as heldout_accuracy_long before the first step and after the last (the paper tests at 1x and 2x the training length)."""
     heldout_temperature: float = 0.7
     """0: greedy held-out decoding; > 0: sampled pass@1 at this temperature (the default samples as training does: greedy pass@1 of the base model sat at 0.667 and did not move)."""
     reward_workers: int = 0
     """Evaluator sandbox workers; 0: one per usable core."""
     reward_time_limit_s: float = 2.0
     """CPU seconds per test when a problem sets none."""
+    reward_judge_mode: Literal["robust", "strict"] = "robust"
+    """How the reward judges output: "robust" (our comparison rules) or "strict" (LiveCodeBench's grader; the evaluator aspect's weaker reward). Held-out accuracy is always judged robustly."""
 
     # ---- run -----------------------------------------------------------------------------------
     run_dir: str | None = None
@@ -178,6 +185,9 @@ class TrainConfig(BaseModel):
         need(self.beta >= 0, "beta", "must be >= 0")
         need(self.train_top_layers is None or self.train_top_layers >= 1, "train_top_layers", "must be >= 1 or null")
         need(self.heldout_samples >= 1, "heldout_samples", "must be >= 1")
+        need(self.heldout_long_factor == 0 or self.heldout_long_factor >= 1, "heldout_long_factor", "must be 0 or >= 1")
+        need(self.train_difficulties is None or len(self.train_difficulties) > 0, "train_difficulties",
+             "must name at least one difficulty, or be null")
         need(self.eval_every >= 0 and self.save_every >= 0, "eval_every", "intervals must be >= 0")
         return self
 
@@ -292,18 +302,21 @@ def build_config(values: dict[str, Any]) -> TrainConfig:
         raise ValueError(message if not first["loc"] else f"{key}: {message}") from None
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """The config of a YAML file (None: the defaults), with `key=value` overrides applied in order.
+def load_config(path: str | Path | Sequence[str | Path] | None = None,
+                overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The config of a YAML file (None: the defaults; a list: files layered in order, a later
+    file's keys winning), with `key=value` overrides applied in order.
 
     Values of overrides are parsed as YAML, then typed by the field: `beta=0.001`,
     `dual_clip=null`, `temperature_stages=[[0,0.7],[50,1.0]]`. Unknown keys and bad values
     raise ValueError naming the key.
     """
     values: dict[str, Any] = {}
-    if path is not None:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    paths = [] if path is None else [path] if isinstance(path, (str, Path)) else list(path)
+    for file in paths:
+        loaded = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
         if not isinstance(loaded, dict):
-            raise ValueError(f"{path}: expected a mapping of config keys, got {type(loaded).__name__}")
+            raise ValueError(f"{file}: expected a mapping of config keys, got {type(loaded).__name__}")
         values.update(loaded)
     for item in overrides:
         key, value = _parse_override(item)

@@ -98,11 +98,12 @@ from microcoder.training.plots import METRICS_FILE
 from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
 
 STATE_FILE = "microcoder_state.json"
-# The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps and
-# "kl" only when beta > 0. The step-0 line (before training) holds step and heldout_accuracy.
+# The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps
+# ("heldout_accuracy_long" too when heldout_long_factor is set) and "kl" only when beta > 0.
+# The step-0 line (before training) holds step and the held-out accuracies.
 # Every preset logs the same keys (see docs/training.md, "Metrics").
 METRIC_KEYS = (
-    "step", "reward_mean", "accuracy_mean", "heldout_accuracy", "response_length_mean", "response_length_max",
+    "step", "reward_mean", "accuracy_mean", "heldout_accuracy", "heldout_accuracy_long", "response_length_mean", "response_length_max",
     "fraction_truncated", "fraction_qualifying", "fraction_masked", "fraction_unscorable",
     "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
     "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "temperature",
@@ -508,8 +509,8 @@ class MicroCoderTrainer(GRPOTrainer):
         record["tokens_per_second"] = tokens / seconds if seconds > 0 else 0.0
         if self.controller is not None:
             self.controller.observe(record["diversity"])
-        if self.is_eval_step(step):
-            record["heldout_accuracy"] = self.heldout_accuracy()
+        if self.is_eval_step(step):  # the long evaluation only before the first step and after the last
+            record.update(self.heldout_accuracies(long=step == self.config.total_steps))
         record = {key: record[key] for key in METRIC_KEYS if key in record}
         for key, value in record.items():  # also through TRL's logging to report_to backends
             if key != "step":
@@ -529,8 +530,18 @@ class MicroCoderTrainer(GRPOTrainer):
             handle.write(json.dumps(record) + "\n")
         print(console_line(record, self.config.total_steps), flush=True)
 
-    def heldout_accuracy(self) -> float:
-        """pass@1 on the held-out problems: greedy, or `heldout_samples` samples at heldout_temperature."""
+    def heldout_accuracies(self, long: bool = True) -> dict[str, float]:
+        """{"heldout_accuracy": at max_new_tokens} plus, with `long` and heldout_long_factor
+        set, "heldout_accuracy_long" (at heldout_long_factor x max_new_tokens)."""
+        accuracies = {"heldout_accuracy": self.heldout_accuracy(self.config.max_new_tokens)}
+        if long and self.config.heldout_long_factor:
+            long_tokens = round(self.config.heldout_long_factor * self.config.max_new_tokens)
+            accuracies["heldout_accuracy_long"] = self.heldout_accuracy(long_tokens)
+        return accuracies
+
+    def heldout_accuracy(self, max_new_tokens: int) -> float:
+        """pass@1 on the held-out problems: greedy, or `heldout_samples` samples at
+        heldout_temperature, judged robustly whatever judge the reward uses."""
         from microcoder.training.generation import generate
         from microcoder.training.prompts import render_prompt
 
@@ -539,12 +550,12 @@ class MicroCoderTrainer(GRPOTrainer):
         prompts = [render_prompt(problem, tokenizer) for problem in self.heldout]
         greedy = self.config.heldout_temperature == 0  # n greedy samples would all be the same
         groups = generate(model, tokenizer, prompts, n=1 if greedy else self.config.heldout_samples,
-                          max_new_tokens=self.config.max_new_tokens, temperature=self.config.heldout_temperature,
+                          max_new_tokens=max_new_tokens, temperature=self.config.heldout_temperature,
                           top_p=self.config.top_p, seed=self.config.seed, batch_size=16, backend="hf",
                           progress=False)
         samples = [Sample(problem.id, response=sample.text)
                    for problem, group in zip(self.heldout, groups) for sample in group]
-        results = self.reward.evaluator.evaluate(self.heldout, samples)
+        results = self.reward.evaluator.judging("robust").evaluate(self.heldout, samples)
         # The evaluator's own pass@1: unbiased per problem, broken problems left out.
         return summarize(results, ks=(1,)).get("pass@1", 0.0)
 
@@ -592,8 +603,8 @@ class _StepEnd(TrainerCallback):
 
 def console_line(record: dict, total_steps: int) -> str:
     """One compact line per step."""
-    if set(record) == {"step", "heldout_accuracy"}:
-        return f"step {record['step']:>3}/{total_steps}  held-out accuracy {record['heldout_accuracy']:.3f}"
+    if "reward_mean" not in record:  # the step-0 line: held-out accuracy only
+        return f"step {record['step']:>3}/{total_steps}  held-out accuracy {_heldout_text(record)}"
     parts = [
         f"step {record['step']:>3}/{total_steps}",
         f"T {record['temperature']:.2f}",
@@ -616,8 +627,15 @@ def console_line(record: dict, total_steps: int) -> str:
         f"{record['tokens_per_second']:.0f} tok/s",
     ]
     if "heldout_accuracy" in record:
-        parts.append(f"held-out {record['heldout_accuracy']:.3f}")
+        parts.append(f"held-out {_heldout_text(record)}")
     return "  ".join(parts)
+
+
+def _heldout_text(record: dict) -> str:
+    text = f"{record['heldout_accuracy']:.3f}"
+    if "heldout_accuracy_long" in record:
+        text += f" (long {record['heldout_accuracy_long']:.3f})"
+    return text
 
 
 # ---- the entry point ------------------------------------------------------------------------------
@@ -673,6 +691,11 @@ def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem
         shuffled = list(train)
         random.Random(config.seed).shuffle(shuffled)
         heldout, train = shuffled[: config.heldout_size], shuffled[config.heldout_size:]
+    if config.train_difficulties is not None:
+        train = [problem for problem in train if problem.difficulty in config.train_difficulties]
+        if not train:
+            raise ValueError(f"train_difficulties: no training problem in {config.problems!r} has difficulty "
+                             f"{' or '.join(config.train_difficulties)}")
     if not train:
         raise ValueError(f"problems: no training problems left in {config.problems!r}")
     return train, heldout
@@ -699,7 +722,8 @@ def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None
         model, tokenizer = load_model(config, run_dir)
     train, heldout = problems if problems is not None else load_problem_split(config)
     if evaluator is None:
-        evaluator = Evaluator(EvaluatorConfig(workers=config.reward_workers, time_limit_s=config.reward_time_limit_s))
+        evaluator = Evaluator(EvaluatorConfig(workers=config.reward_workers, time_limit_s=config.reward_time_limit_s,
+                                              mode=config.reward_judge_mode))
     reward = EvaluatorReward(evaluator, train + heldout, config.max_new_tokens,
                              config.overlong_cache_length, config.overlong_penalty_factor)
     dataset = Dataset.from_list([{"prompt": render_prompt(problem, tokenizer), "problem_id": problem.id}
@@ -767,8 +791,9 @@ def run_training(config: TrainConfig, resume: bool = False,
     try:
         before = None
         if not resume and trainer.heldout:
-            before = trainer.heldout_accuracy()
-            trainer.write_record({"step": 0, "heldout_accuracy": before})
+            accuracies = trainer.heldout_accuracies()
+            before = accuracies["heldout_accuracy"]
+            trainer.write_record({"step": 0, **accuracies})
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         trainer.reward.evaluator.close()
