@@ -26,9 +26,9 @@ def tiny_train(calls):
 def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
     calls = []
     outcomes = run_experiment(SPEC, tmp_path, train=tiny_train(calls), log=lambda line: None)
-    assert [(o.arm, o.seed, o.status) for o in outcomes] == [
-        ("base_lr", 0, "started"), ("base_lr", 1, "started"), ("high_lr", 0, "started"), ("high_lr", 1, "started")]
-    assert [(seed, lr) for _, seed, lr, _ in calls] == [(0, 0.001), (1, 0.001), (0, 0.01), (1, 0.01)]
+    assert [(o.arm, o.seed, o.status) for o in outcomes] == [  # seed-major: every arm gets seed 0 first
+        ("base_lr", 0, "started"), ("high_lr", 0, "started"), ("base_lr", 1, "started"), ("high_lr", 1, "started")]
+    assert [(seed, lr) for _, seed, lr, _ in calls] == [(0, 0.001), (0, 0.01), (1, 0.001), (1, 0.01)]
     grid = tmp_path / "tiny"
     assert all(run_state(grid / arm / f"seed-{seed}") == "finished" for arm in ("base_lr", "high_lr")
                for seed in (0, 1))
@@ -47,7 +47,7 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
     (early / "metrics.jsonl").write_text("")
     calls.clear()
     outcomes = run_experiment(SPEC, tmp_path, train=tiny_train(calls), log=lambda line: None)
-    assert [o.status for o in outcomes] == ["started", "skipped", "skipped", "resumed"]
+    assert [o.status for o in outcomes] == ["started", "skipped", "skipped", "resumed"]  # base 0, high 0, base 1, high 1
     assert [(Path(run_dir).name, resume) for run_dir, _, _, resume in calls] == [("seed-0", False), ("seed-1", True)]
     steps = [json.loads(line)["step"] for line in (killed / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # step 1 kept, step 2 redone from the checkpoint

@@ -178,7 +178,8 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     grid = Path(root) / spec.name
     grid.mkdir(parents=True, exist_ok=True)
     (grid / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(), sort_keys=False), encoding="utf-8")
-    runs = [(arm, seed) for arm in spec.arms for seed in spec.seeds]
+    # Seed-major: a grid stopped part-way has every arm at its first seeds.
+    runs = [(arm, seed) for seed in spec.seeds for arm in spec.arms]
     plans = {(arm, seed): arm_phases(spec, folder, arm, seed, grid / arm / f"seed-{seed}") for arm, seed in runs}
     outcomes: dict[tuple[str, int], RunOutcome] = {}
     started = time.perf_counter()
