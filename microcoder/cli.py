@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+import yaml
 from rich.console import Console
 
 from microcoder.data.cli import data_app
@@ -198,12 +199,21 @@ def experiment_run(
     root: Path = typer.Option(Path("runs/experiments"), "--root", help="Where grids go: ROOT/<spec name>/<arm>/seed-<k>/."),
     parallel: int = typer.Option(1, "--parallel", min=1, help="Runs at once, each in its own process with "
                                  "cores / N threads; its output goes to <arm>/seed-<k>.train.log."),
+    var: list[str] = typer.Option(None, "--var", help="NAME=NUMBER: replace one of the spec's vars (e.g. L=4096 "
+                                  "for the generation limit the arms derive their lengths from)."),
 ) -> None:
     """Run every arm x seed of a spec; finished runs are skipped, interrupted ones resumed."""
     from microcoder.experiments.runner import run_experiment
 
     try:
-        run_experiment(spec, root, parallel=parallel, extra=tuple(overrides or ()))
+        variables = {}
+        for item in var or ():
+            name, sep, raw = item.partition("=")
+            number = yaml.safe_load(raw) if sep else None
+            if not sep or isinstance(number, bool) or not isinstance(number, (int, float)):
+                raise ValueError(f"--var {item!r}: expected NAME=NUMBER")
+            variables[name.strip()] = number
+        run_experiment(spec, root, parallel=parallel, extra=tuple(overrides or ()), variables=variables)
     except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
         Console().print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None

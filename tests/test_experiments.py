@@ -199,3 +199,61 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     after = page.read_text()
     assert "Reproduced: the hand-written verdict" in after and after.count(NUMBERS_BEGIN) == 1
     assert "| large | reward_mean | 0.600 +- 0.500 |" in after
+
+
+def test_spec_vars_are_substituted_into_overrides_and_steps_and_replaced_at_run_time(tmp_path):
+    from microcoder.experiments.spec import arm_phases, evaluate
+
+    assert evaluate("L*3/2", {"L": 64}) == 96 and isinstance(evaluate("L/4", {"L": 64}), int)
+    assert evaluate("(S - 2) // 3", {"S": 8}) == 2 and evaluate("L/3", {"L": 64}) == pytest.approx(21.333, abs=1e-3)
+    for bad, message in (("L**2", "only numbers"), ("__import__('os')", "only numbers"), ("M", "unknown variable 'M'"),
+                         ("L/0", "divides by zero"), ("L +", "not an arithmetic expression")):
+        with pytest.raises(ValueError, match=message):
+            evaluate(bad, {"L": 64})
+    spec = write_spec(tmp_path, name="vars", vars={"L": 16, "S": 4}, overrides=["total_steps=${S}"],
+                      arms={"extend": {"overrides": ["max_new_tokens=${L/2}"],
+                                       "then": [{"at_step": "${S/2}", "overrides": ["max_new_tokens=${L}"]}]}})
+    loaded, folder = load_spec(spec)
+    phases = arm_phases(loaded, folder, "extend", 0, tmp_path)
+    assert [(c.total_steps, c.max_new_tokens) for c in phases] == [(2, 8), (4, 16)]
+    loaded, folder = load_spec(spec, variables={"L": 32, "S": 10})
+    phases = arm_phases(loaded, folder, "extend", 0, tmp_path)
+    assert [(c.total_steps, c.max_new_tokens) for c in phases] == [(5, 16), (10, 32)]
+    with pytest.raises(ValueError, match=r"vars.yaml: vars: --var X: the spec has no such variable \(it has: L, S\)"):
+        load_spec(spec, variables={"X": 1})
+    with pytest.raises(ValueError, match=r"arms.extend.then\[0\].at_step: '\$\{S/2\}' is 2.5, not a whole step"):
+        load_spec(spec, variables={"S": 5})
+
+
+SPECS = sorted(path for path in (Path(__file__).parents[1] / "configs" / "experiments").glob("*.yaml")
+               if path.name != "cpu-scale.yaml")
+
+
+def test_every_shipped_spec_loads_and_its_arms_differ(tmp_path):
+    from microcoder.experiments.spec import arm_phases
+
+    assert {path.stem for path in SPECS} == {"main", "evaluator", "temperature", "data", "context_length",
+                                              "truncation_mask", "batch_size", "kl_clip"}
+    for path in SPECS:
+        spec, folder = load_spec(path)
+        assert spec.findings and len(spec.arms) >= 2 and len(spec.seeds) >= 2, path
+        plans = [[config.model_dump() for config in arm_phases(spec, folder, arm, 0, tmp_path)] for arm in spec.arms]
+        assert all(a != b for i, a in enumerate(plans) for b in plans[i + 1:]), path
+    spec, _ = load_spec(SPECS[[p.stem for p in SPECS].index("main")])
+    assert len(spec.seeds) >= 3
+
+
+def test_the_main_specs_arms_are_the_shipped_presets_at_cpu_scale(tmp_path):
+    from microcoder.experiments.spec import arm_config
+    from microcoder.training.config import load_config
+
+    configs = Path(__file__).parents[1] / "configs"
+    spec, folder = load_spec(configs / "experiments" / "main.yaml", variables={"L": 128})
+    for arm in ("grpo", "dapo", "microcoder"):
+        preset = yaml.safe_load((configs / f"{arm}.yaml").read_text())
+        config = arm_config(spec, folder, arm, 0, tmp_path).model_dump()
+        differing = {key for key, value in load_config(configs / f"{arm}.yaml").model_dump().items()
+                     if key in preset and config[key] != value}
+        # DAPO: L_cache scaled with the limit (32 of 128 in the preset; L = 128 here keeps it) and fewer rounds.
+        assert differing == ({"dynamic_sampling_max_rounds"} if arm == "dapo" else set()), arm
+        assert config["max_new_tokens"] == 128 and config["heldout_long_factor"] == 2

@@ -159,13 +159,13 @@ class ProgressWatcher:
 
 def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train: Callable | None = None,
                    log: Callable[[str], None] = print, parallel: int = 1,
-                   extra: tuple[str, ...] = ()) -> list[RunOutcome]:
+                   extra: tuple[str, ...] = (), variables: dict[str, int | float] | None = None) -> list[RunOutcome]:
     """Run the grid of `spec_path` under `root`; returns one outcome per arm x seed.
 
     `train(config, resume)` runs one training run in this process (default: `run_training`;
     tests pass one that injects problems and an evaluator). `parallel` > 1 runs that many
     at once in worker processes with the default trainer. `extra`: key=value overrides for
-    every arm (after the spec's own, before the arm's).
+    every arm (after the spec's own, before the arm's); `variables` replace the spec's vars.
     """
     from microcoder.training.trainer import run_training
 
@@ -173,7 +173,7 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
         raise ValueError(f"parallel must be >= 1, got {parallel}")
     if parallel > 1 and train is not None:
         raise ValueError("parallel runs use the default trainer; a custom train() runs in this process")
-    spec, folder = load_spec(spec_path, extra)
+    spec, folder = load_spec(spec_path, extra, variables)
     train = train or (lambda config, resume: run_training(config, resume=resume))  # run_dir is always set
     grid = Path(root) / spec.name
     grid.mkdir(parents=True, exist_ok=True)

@@ -13,14 +13,18 @@
     metrics: [heldout_accuracy, reward_mean, response_length_mean, diversity]
     x_axis: step                           # or relative_data: prompts seen / the least train_batch_size
     findings: ["No KL with high clip keeps diversity and length growing ..."]   # quoted in the report
+    vars: {L: 64, S: 8}                    # ${L}, ${L*3/2}, ${S/2} anywhere in overrides and at_step
 
-Runs go to ROOT/<name>/<arm>/seed-<k>/ (ROOT: runs/experiments). Extra `key=value`
-overrides given at run time (`microcoder experiment run SPEC key=value ...`) apply after
-the spec's own and before each arm's; that is how the same spec runs at paper scale.
+Runs go to ROOT/<name>/<arm>/seed-<k>/ (ROOT: runs/experiments). At run time, `--var
+NAME=VALUE` replaces a variable (lengths, steps, batch that arms derive from) and extra
+`key=value` overrides apply after the spec's own and before each arm's; that is how the
+same spec runs at paper scale (docs/experiments/README.md).
 """
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +43,8 @@ class Phase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    at_step: int
+    at_step: int | str
+    """A step, or an expression of the spec's vars ("${S/2}")."""
     overrides: list[str]
 
 
@@ -82,6 +87,8 @@ class ExperimentSpec(BaseModel):
     """"step", or "relative_data" (prompts seen / the smallest train_batch_size of the arms: the batch-size aspect)."""
     findings: list[str] = []
     """The paper's findings this grid checks, quoted in the report."""
+    vars: dict[str, int | float] = {}
+    """Numbers that overrides and at_step refer to as ${NAME} or ${expression}; `--var NAME=VALUE` replaces one."""
 
     @field_validator("name")
     @classmethod
@@ -115,12 +122,16 @@ class ExperimentSpec(BaseModel):
         return value
 
 
-def load_spec(path: str | Path, extra: Sequence[str] = ()) -> tuple[ExperimentSpec, Path]:
-    """(spec, the folder its base paths are relative to); errors name the file and the field.
+def load_spec(path: str | Path, extra: Sequence[str] = (),
+              variables: dict[str, int | float] | None = None) -> tuple[ExperimentSpec, Path]:
+    """(spec with its vars substituted, the folder its base paths are relative to); errors
+    name the file and the field.
 
-    `extra` overrides apply to every arm after the spec's own (paper-scale runs). Every
-    arm's configs are built once here, so that a bad override fails before any run.
+    `extra` overrides apply to every arm after the spec's own, and `variables` replace the
+    spec's vars (paper-scale runs). Every arm's configs are built once here, so that a bad
+    override fails before any run.
     """
+    variables = variables or {}
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -134,7 +145,15 @@ def load_spec(path: str | Path, extra: Sequence[str] = ()) -> tuple[ExperimentSp
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(spec)"
         raise ValueError(f"{path}: {field}: {first['msg'].removeprefix('Value error, ')}") from None
-    spec = spec.model_copy(update={"overrides": [*spec.overrides, *extra]})
+    unknown = [name for name in variables if name not in spec.vars]
+    if unknown:
+        raise ValueError(f"{path}: vars: --var {unknown[0]}: the spec has no such variable "
+                         f"(it has: {', '.join(spec.vars) or 'none'})")
+    try:
+        spec = substitute(spec.model_copy(update={"overrides": [*spec.overrides, *extra],
+                                                  "vars": {**spec.vars, **variables}}))
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     folder = path.parent
     for arm in spec.arms:
         field = f"arms.{arm}.base" if spec.arms[arm].base is not None else "base"
@@ -151,6 +170,71 @@ def load_spec(path: str | Path, extra: Sequence[str] = ()) -> tuple[ExperimentSp
     if unknown:
         raise ValueError(f"{path}: metrics: {unknown[0]!r} is not a metrics.jsonl key")
     return spec, folder
+
+
+_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+              ast.FloorDiv: operator.floordiv}
+
+
+def evaluate(expression: str, variables: dict[str, int | float]) -> int | float:
+    """The value of an arithmetic expression of numbers and variables (+ - * / // and
+    parentheses); a whole-number result is an int. Raises ValueError naming what is wrong."""
+    def value(node: ast.AST) -> int | float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in variables:
+                raise ValueError(f"unknown variable {node.id!r} in ${{{expression}}}")
+            return variables[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        raise ValueError(f"${{{expression}}}: only numbers, variables, + - * / // and parentheses")
+
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"${{{expression}}} is not an arithmetic expression") from None
+    try:
+        result = value(tree.body)
+    except ZeroDivisionError:
+        raise ValueError(f"${{{expression}}} divides by zero") from None
+    return int(result) if float(result).is_integer() else result
+
+
+def substitute_text(text: str, variables: dict[str, int | float]) -> str:
+    """`text` with every ${expression} replaced by its value."""
+    return _REFERENCE.sub(lambda match: str(evaluate(match.group(1), variables)), text)
+
+
+def substitute(spec: ExperimentSpec) -> ExperimentSpec:
+    """The spec with its vars substituted into every override and at_step; errors name the field."""
+    variables = spec.vars
+
+    def texts(items: list[str], field: str) -> list[str]:
+        try:
+            return [substitute_text(item, variables) for item in items]
+        except ValueError as error:
+            raise ValueError(f"{field}: {error}") from None
+
+    arms = {}
+    for name, arm in spec.arms.items():
+        phases = []
+        for index, phase in enumerate(arm.then):
+            field = f"arms.{name}.then[{index}]"
+            at_step = phase.at_step
+            if isinstance(at_step, str):
+                try:
+                    at_step = yaml.safe_load(substitute_text(at_step, variables))
+                except (ValueError, yaml.YAMLError) as error:
+                    raise ValueError(f"{field}.at_step: {error}") from None
+                if not isinstance(at_step, int) or isinstance(at_step, bool):
+                    raise ValueError(f"{field}.at_step: {phase.at_step!r} is {at_step!r}, not a whole step")
+            phases.append(Phase(at_step=at_step, overrides=texts(phase.overrides, f"{field}.overrides")))
+        arms[name] = Arm(base=arm.base, overrides=texts(arm.overrides, f"arms.{name}"), then=phases)
+    return spec.model_copy(update={"overrides": texts(spec.overrides, "overrides"), "arms": arms})
 
 
 def arm_bases(spec: ExperimentSpec, folder: Path, arm: str) -> list[Path]:
