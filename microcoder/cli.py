@@ -182,6 +182,39 @@ def train(
         raise typer.Exit(2) from None
 
 
+@app.command()
+def serve(
+    host: Optional[str] = typer.Option(None, help="Address to listen on; 0.0.0.0 for every interface (then set --token) [default: 127.0.0.1]."),
+    port: Optional[int] = typer.Option(None, help="TCP port; 0 picks a free one (printed at start) [default: 8080]."),
+    workers: Optional[int] = typer.Option(None, help="Sandbox workers (parallel runs); 0 = one per usable core [default: 0]."),
+    token: Optional[str] = typer.Option(None, envvar="MICROCODER_SERVE_TOKEN", help="Require 'Authorization: Bearer TOKEN' on /run_code and /evaluate (or set MICROCODER_SERVE_TOKEN, which keeps it out of the process list)."),
+    problems: Optional[Path] = typer.Option(None, help="Canonical problems JSONL loaded at start; /evaluate samples may name its ids."),
+    mode: Optional[str] = typer.Option(None, help="/evaluate's comparison rules when a request names none: robust or strict [default: robust]."),
+    queue_limit: Optional[int] = typer.Option(None, help="Runs plus samples admitted at once (running or waiting); past it requests get 503 [default: 1024]."),
+    max_body_mb: Optional[float] = typer.Option(None, help="Largest request body in MiB; more is 413 [default: 64.0]."),
+    time_limit: Optional[float] = typer.Option(None, help="CPU seconds per test for problems that set none [default: 2.0]."),
+    memory_limit: Optional[int] = typer.Option(None, help="MiB per run for problems that set none and for /run_code's memory_limit_MB -1 [default: 1024]."),
+    max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds [default: 60.0]."),
+) -> None:
+    """Serve the evaluator over HTTP: SandboxFusion's /run_code, /evaluate (streamed result rows), /health."""
+    from microcoder.service.config import ServeConfig
+
+    console = Console()
+    try:
+        config = ServeConfig(**_given(host=host, port=port, workers=workers, token=token, problems=problems, mode=mode,
+                                      queue_limit=queue_limit, max_body_mb=max_body_mb, time_limit_s=time_limit,
+                                      memory_limit_mb=memory_limit, max_run_timeout_s=max_run_timeout))
+        from microcoder.service.app import run_server  # FastAPI and uvicorn: the `serve` extra
+
+        run_server(config)
+    except ModuleNotFoundError as error:
+        console.print(f"[red]error:[/red] {error}; install the serve extra: pip install -e '.[serve]'")
+        raise typer.Exit(2) from None
+    except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
 if __name__ == "__main__":
     app()
 

@@ -1,0 +1,360 @@
+"""The HTTP service: `/run_code` (SandboxFusion's), `/evaluate` (ours, streamed), `/health`.
+
+One `Evaluator` (a pool of sandboxed worker processes) serves every request. The server
+process only parses, admits, schedules and compares; programs run in the workers.
+
+Admission: a request is admitted only while the runs (/run_code) and samples (/evaluate)
+admitted and not yet finished stay within `queue_limit`; otherwise it gets 503 with
+Retry-After at once. Nothing waits outside that bound.
+
+Order of checks, each a JSON error `{"detail": ..., "field": ...}`: token (401), shutting
+down (503), body size (413), JSON (400), fields (422), admission (503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import signal
+import socket
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from typing import Literal
+
+import uvicorn
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
+from microcoder.problems import Problem, ProblemFormatError, parse_problem, read_problems
+from microcoder.service.config import ServeConfig
+from microcoder.service.sandbox_fusion import RunCodeRequest, run_code_response
+
+# How long uvicorn lets open requests finish after SIGTERM/SIGINT before cancelling them.
+GRACEFUL_SHUTDOWN_S = 5
+RETRY_AFTER_S = "1"
+
+
+class RequestError(Exception):
+    """A request we refuse: HTTP status, the field at fault, and why."""
+
+    def __init__(self, status: int, field: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.field, self.message, self.headers = status, field, message, headers
+
+
+class SampleIn(BaseModel):
+    """One sample of /evaluate: `response` (code is extracted) or `code` (used as is)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    problem_id: str
+    response: str | None = None
+    code: str | None = None
+
+
+class EvaluateRequest(BaseModel):
+    """/evaluate's body. Samples name a problem of `problems` or of the server's --problems."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: list[SampleIn] = Field(min_length=1)
+    problems: list[dict] = Field(default_factory=list)
+    """Canonical problems (docs/formats.md), validated as the problems file is."""
+    mode: Literal["robust", "strict"] | None = None
+    """Comparison rules; the server's --mode when absent."""
+
+
+class _BatchStopped(Exception):
+    """Raised from a batch's result callback: its client left, or the server is stopping."""
+
+
+class Service:
+    """The evaluator, the loaded problems and the admission count, shared by all requests."""
+
+    def __init__(self, config: ServeConfig):
+        self.config = config
+        self.problems: dict[str, Problem] = (
+            {problem.id: problem for problem in read_problems(config.problems)} if config.problems else {})
+        self.evaluator: Evaluator | None = None
+        self.run_executor: ThreadPoolExecutor | None = None
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.admitted = 0
+
+    def start(self) -> None:
+        """Start the workers now (each runs one empty program), not on the first request."""
+        config = self.config
+        self.evaluator = Evaluator(EvaluatorConfig(workers=config.workers, mode=config.mode,
+                                                   time_limit_s=config.time_limit_s,
+                                                   memory_limit_mb=config.memory_limit_mb))
+        sandbox = self.evaluator.sandbox
+        sandbox.run_programs([("pass", "")] * sandbox.size, time_limit_s=config.time_limit_s)
+        # One thread per worker for /run_code; its queue is bounded by admission.
+        self.run_executor = ThreadPoolExecutor(max_workers=sandbox.size, thread_name_prefix="run_code")
+
+    def close(self) -> None:
+        """Stop admitting, drop queued /run_code calls and close the workers (their runs die)."""
+        self.stopping.set()
+        if self.run_executor is not None:
+            self.run_executor.shutdown(wait=False, cancel_futures=True)
+        if self.evaluator is not None:
+            self.evaluator.close()
+
+    def admit(self, units: int) -> None:
+        with self._lock:
+            if self.stopping.is_set():
+                raise RequestError(503, "(server)", "the server is shutting down", {"Retry-After": RETRY_AFTER_S})
+            if self.admitted + units > self.config.queue_limit:
+                raise RequestError(503, "(server)", f"queue full: {self.admitted} runs or samples admitted, "
+                                   f"limit {self.config.queue_limit}; retry later", {"Retry-After": RETRY_AFTER_S})
+            self.admitted += units
+
+    def release(self, units: int) -> None:
+        with self._lock:
+            self.admitted -= units
+
+
+async def read_json(request: Request, limit: int):
+    """The body as JSON, refusing more than `limit` bytes before reading them all."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, "(body)", f"body of {declared} bytes is over the limit of {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, "(body)", f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise RequestError(400, "(body)", f"the body is not JSON: {error}") from None
+
+
+def validated(model: type[BaseModel], body):
+    """`body` as `model`, or a 422 naming the first field at fault (e.g. samples.3.problem_id)."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(body)"
+        message = first["msg"].removeprefix("Value error, ")
+        raise RequestError(422, field, f"{field}: {message}") from None
+
+
+def resolve_batch(batch: EvaluateRequest, loaded: dict[str, Problem]) -> tuple[dict[str, Problem], list[Sample]]:
+    """The problems the samples need (the request's first, then the loaded file's) and the
+    samples; 422 naming the field for a bad problem, a duplicate id or an unknown id."""
+    problems: dict[str, Problem] = {}
+    for index, record in enumerate(batch.problems):
+        try:
+            problem = parse_problem(record, "request", index)
+        except ProblemFormatError as error:
+            raise RequestError(422, f"problems.{index}.{error.field}",
+                               f"problems.{index}.{error.field}: {error.message}") from None
+        if problem.id in problems:
+            raise RequestError(422, f"problems.{index}.id", f"problems.{index}.id: duplicate id {problem.id!r}")
+        problems[problem.id] = problem
+    samples = []
+    for index, sample in enumerate(batch.samples):
+        if sample.problem_id not in problems:
+            if sample.problem_id not in loaded:
+                where = "the request's problems" + (" or the server's --problems file" if loaded else
+                                                    " (the server loaded no --problems file)")
+                raise RequestError(422, f"samples.{index}.problem_id", f"samples.{index}.problem_id: "
+                                   f"unknown problem id {sample.problem_id!r}, not in {where}")
+            problems[sample.problem_id] = loaded[sample.problem_id]
+        if sample.response is None and sample.code is None:
+            raise RequestError(422, f"samples.{index}.response",
+                               f"samples.{index}.response: a sample needs 'response' or 'code'")
+        samples.append(Sample(sample.problem_id, response=sample.response, code=sample.code))
+    return problems, samples
+
+
+def _line(record: dict) -> bytes:
+    return (json.dumps(record) + "\n").encode()
+
+
+def create_app(service: Service) -> FastAPI:
+    config = service.config
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await run_in_threadpool(service.start)
+        yield
+        await run_in_threadpool(service.close)
+
+    app = FastAPI(title="microcoder evaluator", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+
+    @app.exception_handler(RequestError)
+    async def refuse(request: Request, error: RequestError) -> JSONResponse:
+        return JSONResponse({"detail": error.message, "field": error.field}, error.status, headers=error.headers)
+
+    def check_token(request: Request) -> None:
+        if config.token is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, f"Bearer {config.token}".encode()):  # constant time
+            raise RequestError(401, "Authorization", "missing or wrong bearer token",
+                               {"WWW-Authenticate": "Bearer"})
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        sandbox = service.evaluator.sandbox if service.evaluator else None
+        body = {"status": "stopping" if service.stopping.is_set() else "ok",
+                "workers": sandbox.size if sandbox else 0,
+                "isolation": sandbox.plan.description if sandbox else "",
+                "admitted": service.admitted, "queue_limit": config.queue_limit,
+                "problems": len(service.problems)}
+        return JSONResponse(body, 503 if service.stopping.is_set() else 200)
+
+    @app.post("/run_code", dependencies=[Depends(check_token)])
+    async def run_code(request: Request) -> JSONResponse:
+        if service.stopping.is_set():
+            raise RequestError(503, "(server)", "the server is shutting down", {"Retry-After": RETRY_AFTER_S})
+        args = validated(RunCodeRequest, await read_json(request, config.max_body_bytes))
+        if args.run_timeout > config.max_run_timeout_s:
+            raise RequestError(422, "run_timeout", f"run_timeout: {args.run_timeout} is over this server's "
+                               f"limit of {config.max_run_timeout_s} s")
+        memory = config.memory_limit_mb if args.memory_limit_MB == -1 else args.memory_limit_MB
+        service.admit(1)
+        try:
+            future = service.run_executor.submit(
+                service.evaluator.sandbox.run, args.code, args.stdin or "",
+                time_limit_s=args.run_timeout, memory_limit_mb=memory)
+        except RuntimeError:  # the executor shut down between admit and submit
+            service.release(1)
+            raise RequestError(503, "(server)", "the server is shutting down") from None
+        # Released when the run ends, not when this coroutine does: a client that leaves
+        # does not free a worker that is still running its program.
+        future.add_done_callback(lambda _: service.release(1))
+        return JSONResponse(run_code_response(await asyncio.wrap_future(future)))
+
+    @app.post("/evaluate", dependencies=[Depends(check_token)])
+    async def evaluate(request: Request) -> StreamingResponse:
+        if service.stopping.is_set():
+            raise RequestError(503, "(server)", "the server is shutting down", {"Retry-After": RETRY_AFTER_S})
+        batch = validated(EvaluateRequest, await read_json(request, config.max_body_bytes))
+        if len(batch.samples) > config.queue_limit:
+            raise RequestError(422, "samples", f"samples: {len(batch.samples)} samples, more than this server's "
+                               f"queue limit of {config.queue_limit}; split the batch")
+        problems, samples = resolve_batch(batch, service.problems)
+        evaluator = service.evaluator.judging(batch.mode or config.mode)
+        # A result row carries `index`, the sample's position in the request (rows come in
+        # the order samples finish). evaluate() numbers samples per problem in order.
+        seen: Counter[str] = Counter()
+        position: dict[tuple[str, int], int] = {}
+        for index, sample in enumerate(samples):
+            position[(sample.problem_id, seen[sample.problem_id])] = index
+            seen[sample.problem_id] += 1
+        service.admit(len(samples))
+
+        loop = asyncio.get_running_loop()
+        rows: asyncio.Queue = asyncio.Queue()
+        client_gone = threading.Event()
+
+        def post(item) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening
+                loop.call_soon_threadsafe(rows.put_nowait, item)
+
+        def on_result(result: EvaluationResult) -> None:
+            # Raising here stops the batch: evaluate() cancels the work units not yet
+            # started, so a client that left (or a shutdown) frees the workers within
+            # the samples already running.
+            if client_gone.is_set() or service.stopping.is_set():
+                raise _BatchStopped
+            post(("row", result))
+
+        def judge() -> None:
+            try:
+                post(("done", evaluator.evaluate(problems, samples, on_result)))
+            except _BatchStopped:
+                post(("error", "the batch was stopped: the server is shutting down"))
+            except Exception as error:  # noqa: BLE001 - reported to the client, the server goes on
+                post(("error", f"the batch failed: {type(error).__name__}: {error}"))
+            finally:
+                service.release(len(samples))
+
+        threading.Thread(target=judge, name="evaluate", daemon=True).start()
+
+        async def stream():
+            try:
+                while True:
+                    kind, item = await rows.get()
+                    if kind == "row":
+                        yield _line({"index": position[(item.problem_id, item.sample_index)], **asdict(item)})
+                    elif kind == "done":
+                        yield _line({"done": True, "samples": len(item), "summary": summarize(item)})
+                        return
+                    else:
+                        yield _line({"error": item})
+                        return
+            finally:  # the stream ended, or was cancelled because the client disconnected
+                client_gone.set()
+
+        return StreamingResponse(stream(), media_type="application/x-ndjson")
+
+    return app
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, told at the signal that batches must stop, and ending the process
+    normally after its shutdown (uvicorn re-raises the signal, which would kill the
+    process before our own clean-up could report)."""
+
+    def __init__(self, config: uvicorn.Config, service: Service, url: str):
+        super().__init__(config)
+        self.service, self.url = service, url
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started:  # the lifespan has started the workers; tests and scripts wait for this line
+            sandbox, config = self.service.evaluator.sandbox, self.service.config
+            print(f"microcoder serve: listening on {self.url} ({sandbox.size} workers, isolation: "
+                  f"{sandbox.plan.description}, {len(self.service.problems)} problems loaded, "
+                  f"token {'required' if config.token else 'off'})", flush=True)
+
+    def handle_exit(self, sig: int, frame) -> None:
+        self.service.stopping.set()  # new requests get 503; running batches stop at their next sample
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def run_server(config: ServeConfig) -> None:
+    """Serve until SIGINT or SIGTERM, then stop every batch and close every worker."""
+    service = Service(config)  # reads --problems before anything starts
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((config.host, config.port))
+    port = listener.getsockname()[1]
+    server = _Server(uvicorn.Config(create_app(service), log_level="warning", http="h11", ws="none",
+                                    lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                                    # bounds open connections too (uvicorn answers 503 past it)
+                                    limit_concurrency=config.queue_limit + 64),
+                     service, f"http://{config.host}:{port}")
+    try:
+        server.run(sockets=[listener])
+    finally:
+        listener.close()
+        service.close()  # already done by the lifespan unless startup failed; closing twice is fine

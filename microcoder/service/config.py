@@ -1,0 +1,54 @@
+"""The one config of `microcoder serve`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How the service listens, judges and bounds its work. Defaults suit a laptop CPU."""
+
+    host: str = "127.0.0.1"
+    """Address to listen on; 0.0.0.0 for every interface (then set a token)."""
+    port: int = 8080
+    """TCP port (SandboxFusion's own default); 0 picks a free one, printed at start."""
+    workers: int = 0
+    """Sandbox workers (parallel runs); 0 means one per usable core."""
+    token: str | None = None
+    """When set, /run_code and /evaluate need `Authorization: Bearer <token>`."""
+    problems: Path | None = None
+    """Canonical problems JSONL loaded at start; /evaluate samples may name its ids."""
+    mode: Literal["robust", "strict"] = "robust"
+    """/evaluate's comparison rules when a request names none."""
+    queue_limit: int = 1024
+    """Runs (/run_code) plus samples (/evaluate) admitted at once, running or waiting;
+    a request that would go over it gets 503 with Retry-After, never a longer backlog."""
+    max_body_mb: float = 64.0
+    """Largest request body; more is 413."""
+    time_limit_s: float = 2.0
+    """CPU seconds per test for problems that set none."""
+    memory_limit_mb: int = 1024
+    """MiB of address space per run for problems that set none, and for /run_code
+    requests whose memory_limit_MB is -1 (SandboxFusion's "no limit")."""
+    max_run_timeout_s: float = 60.0
+    """Largest run_timeout /run_code accepts (a bound on how long one run holds a worker)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("robust", "strict"):
+            raise ValueError(f"mode must be 'robust' or 'strict', got {self.mode!r}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0-65535, got {self.port}")
+        for name in ("queue_limit", "max_body_mb", "time_limit_s", "memory_limit_mb", "max_run_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.workers < 0:
+            raise ValueError(f"workers must be 0 (one per core) or more, got {self.workers}")
+        if self.token is not None and not self.token.strip():
+            raise ValueError("token must not be empty")
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
