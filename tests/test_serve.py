@@ -400,9 +400,12 @@ def test_shutdown_mid_run_leaves_no_sandbox_process(tmp_path):
     batch.request("POST", "/evaluate", body=json.dumps({"problems": [slow.model_dump()], "samples": [
         {"problem_id": "slow", "code": "import time\ntime.sleep(1)\nprint('ok')\n"}] * 6}).encode())
     assert wait_for(lambda: server.health()["admitted"] == 7, 10)
-    time.sleep(1.0)  # the spinning run and a batch run are under way
-    family = descendants(server.process.pid)
-    assert len(family) >= 4  # two workers and their runs
+    # Every process under the server seen while the spinning run and the batch's runs go on
+    # (a batch's run may be between two tests at any one look).
+    family: set[int] = set()
+    assert wait_for(lambda: family.update(descendants(server.process.pid)) or len(family) >= 4, 15)
+    time.sleep(0.5)
+    family |= descendants(server.process.pid)
     started = time.monotonic()
     assert server.stop(timeout=45) == 0
     assert time.monotonic() - started < 30
