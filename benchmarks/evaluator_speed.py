@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--tests", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=5, help="trivial workloads: report the median of this many runs")
+    parser.add_argument("--only", nargs="*", default=[], help="only the workloads whose name contains one of these "
+                        "(e.g. --only trivial, to compare two versions side by side)")
     args = parser.parse_args()
     n, tests = args.samples, args.tests
     workloads = {
@@ -107,6 +109,7 @@ def main() -> None:
         "~50 ms CPU per test": (stdin_problem(tests), [busy(50) + CORRECT] * n),
         "RL-like mix": (stdin_problem(tests), rl_mix(n)),
     }
+    workloads = {name: load for name, load in workloads.items() if not args.only or any(w in name for w in args.only)}
     with Evaluator(EvaluatorConfig(workers=args.workers)) as evaluator:
         size = evaluator.sandbox.size
         floors = {

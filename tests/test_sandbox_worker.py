@@ -119,6 +119,7 @@ def test_a_run_cannot_find_an_earlier_samples_program(sandbox):
     sandbox.run_program("print(1)  # the answer of sample " + "ONE-1234")
     search = textwrap.dedent("""
         import gc
+        gc.unfreeze()  # the worker's objects are frozen in every run: list them too
         def holds(marker):
             for obj in gc.get_objects():
                 texts = obj.keys() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()

@@ -57,6 +57,7 @@ import _sitebuiltins  # noqa: E402
 import atexit  # noqa: E402
 import fcntl  # noqa: E402
 import gc  # noqa: E402
+import itertools  # noqa: E402
 import _thread  # noqa: E402
 import builtins  # noqa: E402
 import io  # noqa: E402
@@ -182,40 +183,176 @@ def resolve_entry_point(namespace, entry_point):
     return namespace[entry_point]
 
 
-def std_streams():
-    """sys.std* over fds 0-2, as the interpreter makes them at start-up. Made once in the
-    worker while fds 0-2 are /dev/null; each child moves its own files onto those fds."""
-    return (
-        io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8"),
-        io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8"),
-        io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
-                         errors="backslashreplace", line_buffering=True),
-    )
+def std_streams(startup_streams):
+    """sys.std* over fds 0-2, made as the interpreter makes them at start-up (`create_stdio`
+    in CPython's Python/pylifecycle.c), because programs read their attributes (a common
+    fast-I/O template tests `"r" in sys.stdout.mode`): raw files named "<stdin>" and so
+    on, buffers the size of the files' block (which decides where `os.write(1, ...)` lands
+    among buffered prints), text layers with `newline="\\n"` (no translation: "\\r\\n" input
+    keeps its "\\r"), the start-up streams' encoding and errors, `mode` set, and stderr
+    line-buffered. Made once in the worker while fds 0-2 are /dev/null; each child moves
+    its own files onto those fds."""
+    probe = os.memfd_create("probe")  # the kind of file a run's streams are
+    try:
+        block_size = os.fstat(probe).st_blksize
+    finally:
+        os.close(probe)
+    streams = []
+    for fd, mode, startup in zip(range(3), "rww", startup_streams):
+        raw = io.FileIO(fd, mode, closefd=False)
+        raw.name = ("<stdin>", "<stdout>", "<stderr>")[fd]
+        buffered = (io.BufferedReader if mode == "r" else io.BufferedWriter)(raw, block_size)
+        text = io.TextIOWrapper(buffered, encoding=startup.encoding, errors=startup.errors, newline="\n",
+                                line_buffering=fd == 2, write_through=False)
+        text.mode = mode
+        streams.append(text)
+    return tuple(streams)
 
 
-def finish(code):
-    """What the interpreter does at exit: join non-daemon threads, atexit, flush."""
+def main_module(path):
+    """A `__main__` module as `python3 path` starts it: the names and their order of
+    `add_main_module` and `_PyRun_SimpleFileObject` in CPython."""
+    module = types.ModuleType("__main__")
+    module.__loader__ = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
+    module.__annotations__ = {}
+    module.__builtins__ = builtins
+    module.__file__ = path
+    module.__cached__ = None
+    return module
+
+
+def finish(code, program_globals=None, first_own_name=0, interrupted=False):
+    """Exit as the interpreter does (`Py_FinalizeEx`, then `Py_RunMain`), in its order:
+    wait for non-daemon threads; run the atexit handlers (their failures are reported,
+    the status stays); flush sys.stdout and sys.stderr (a failure makes the status 120);
+    collect garbage; restore the std streams from sys.__std*__ and clear the program's
+    globals (from `first_own_name` on: the names the program added to its module), which
+    runs `__del__` methods and lets file objects the program left open flush as they go;
+    flush the original streams (failures ignored: they are finalizers); an uncaught
+    KeyboardInterrupt ends by SIGINT. Then `os._exit`: the rest of finalization concerns
+    the worker's objects, not the program's."""
     try:
         if "threading" in sys.modules:  # only then can there be threads to wait for
             sys.modules["threading"]._shutdown()
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001 - the program's own exit handlers failing
-        code = code or 1
+    except BaseException as error:  # noqa: BLE001 - reported, as CPython does
+        report_unraisable(error, "threading._shutdown")
+    try:
+        atexit._run_exitfuncs()  # reports its handlers' exceptions itself
+    except BaseException:  # noqa: BLE001
+        pass
+    if not flush_std_files():
+        code = 120
+    collect_garbage()
+    sys.stdin, sys.stdout, sys.stderr = (getattr(sys, name, None) for name in ("__stdin__", "__stdout__", "__stderr__"))
+    if program_globals is not None:
+        clear_globals(program_globals, first_own_name)
+        collect_garbage()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except BaseException:  # noqa: BLE001
-            code = code or 120
+        except BaseException:  # noqa: BLE001 - a stream's finalizer failing changes nothing
+            pass
+    if interrupted:  # CPython's exit_sigint()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 130
     os._exit(code)
 
 
+def collect_garbage():
+    """A collection of the program's objects (the worker's are frozen). A full one costs
+    a child ~0.15 ms however few objects there are (it empties the free lists), so it is
+    done only when some of the program's objects have reached the oldest generation."""
+    gc.collect(2 if gc.get_objects(generation=2) else 1)
+
+
+def flush_std_files():
+    """CPython's flush_std_files(): flush sys.stdout and sys.stderr unless None or closed;
+    False when one fails (stdout's failure is reported)."""
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:
+            if stream.closed:
+                continue
+        except BaseException:  # noqa: BLE001 - no `closed`: treated as open
+            pass
+        try:
+            stream.flush()
+        except BaseException as error:  # noqa: BLE001
+            if stream is sys.stdout:
+                report_unraisable(error, stream)
+            ok = False
+    return ok
+
+
+def report_unraisable(error, owner):
+    """What CPython's default unraisable hook writes, on fd 2 (sys.stderr may be the
+    stream that failed)."""
+    try:
+        text = f"Exception ignored in: {owner!r}\n" + "".join(traceback.format_exception(error))
+        os.write(2, text.encode("utf-8", "backslashreplace"))
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def clear_globals(namespace, first):
+    """`_PyModule_ClearDict` on the names from position `first` on: names with a single
+    leading underscore first, then the rest, set to None in order. Only the program's own
+    names: the ones before `first` are the worker's, and touching them would copy their
+    pages in every child. (A program that rebinds one of those keeps it to the end.)"""
+    own = list(itertools.islice(reversed(namespace), max(0, len(namespace) - first)))[::-1]
+    for single_underscore in (True, False):
+        for name in own:
+            if not isinstance(name, str) or name == "__builtins__":
+                continue
+            if single_underscore and not (name[:1] == "_" and name[1:2] != "_"):
+                continue
+            try:
+                if namespace.get(name) is not None:
+                    namespace[name] = None
+            except BaseException as error:  # noqa: BLE001 - a __del__ failing: reported, as CPython does
+                report_unraisable(error, None)
+
+
 def exit_code_of(error):
-    if error.code is None:
+    """The exit status of an uncaught SystemExit (CPython's handle_system_exit): None is
+    0, an int its low byte (-1 where it does not fit a C long), anything else is written
+    to stderr and gives 1."""
+    code = error.code
+    if code is None:
         return 0
-    if isinstance(error.code, int):
-        return error.code & 0xFF
-    print(error.code, file=sys.stderr)
+    if isinstance(code, int):
+        return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 0xFF
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(str(code))
+            sys.stderr.write("\n")
+        else:
+            os.write(2, str(code).encode("utf-8", "backslashreplace") + b"\n")
+    except BaseException:  # noqa: BLE001
+        pass
     return 1
+
+
+def report_uncaught(error):
+    """An uncaught exception, as CPython's PyErr_Print reports it: sys.last_* set, then
+    sys.excepthook (the program may have its own) on the traceback without our frame."""
+    tb = error.__traceback__.tb_next if error.__traceback__ is not None else None
+    sys.last_type, sys.last_value, sys.last_traceback = type(error), error, tb
+    hook = getattr(sys, "excepthook", None)
+    try:
+        if hook is None:
+            raise RuntimeError("lost sys.excepthook")
+        hook(type(error), error, tb)
+    except BaseException as hook_error:  # noqa: BLE001
+        try:
+            text = "Error in sys.excepthook:\n" + "".join(traceback.format_exception(hook_error))
+            text += "\nOriginal exception was:\n" + "".join(traceback.format_exception(type(error), error, tb))
+            os.write(2, text.encode("utf-8", "backslashreplace"))
+        except BaseException:  # noqa: BLE001
+            pass
 
 
 _preludes = {}
@@ -385,13 +522,18 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
     if prelude is not None:  # a call problem: the module the worker prepared, and the rest of the prelude
         module, rest = prelude
         sys.modules["solution"] = module
-        if rest is not None:  # the problem's own code: its failure is the problem's
-            try:
-                exec(rest, module.__dict__)
-            except BaseException:  # noqa: BLE001
-                traceback.print_exc()
-                os.write(STATUS_FD, b"P")
-                finish(1)
+    else:
+        module = CHILD_MAIN
+        sys.modules["__main__"] = module
+    namespace = module.__dict__
+    first_own_name = len(namespace)  # what finish() clears starts here: the rest is the worker's
+    if prelude is not None and rest is not None:  # the problem's own code: its failure is the problem's
+        try:
+            exec(rest, namespace)
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+            os.write(STATUS_FD, b"P")
+            finish(1)
     os.write(STATUS_FD, b"C")  # from here on, what happens is the program's doing
     if compile_notes:  # what the interpreter would have printed while compiling
         os.write(2, compile_notes)
@@ -407,28 +549,33 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
             traceback.print_exc(limit=0)
             finish(1)
     os.close(STATUS_FD)  # before any of the candidate's code runs
-    status = 0
+    status, interrupted = 0, False
     try:
-        if request["kind"] == "stdin":
-            sys.modules["__main__"] = CHILD_MAIN
-            exec(code, CHILD_MAIN.__dict__)
-        else:
-            exec(code, module.__dict__)
-            function = resolve_entry_point(module.__dict__, request["entry_point"])
-            arguments = [json.loads(line) for line in request["arguments"]]
-            value = function(*arguments)
-            try:
-                encoded = json.dumps(to_jsonable(value)).encode()
-            except (TypeError, ValueError) as error:
-                os.write(RESULT_FD, b"U" + str(error)[:300].encode())
-            else:
-                write_all(RESULT_FD, b"R" + encoded)
+        exec(code, namespace)
+        if request["kind"] == "call":
+            call_entry_point(namespace, request)
     except SystemExit as error:
         status = exit_code_of(error)
-    except BaseException:  # noqa: BLE001 - the program's uncaught exception
-        traceback.print_exc()
-        status = 1
-    finish(status)
+    except BaseException as error:  # noqa: BLE001 - the program's uncaught exception
+        report_uncaught(error)
+        status, interrupted = 1, isinstance(error, KeyboardInterrupt)
+        del error
+    finish(status, namespace, first_own_name, interrupted)
+
+
+def call_entry_point(namespace, request):
+    """Call the entry point on the test's arguments and write the return value to
+    RESULT_FD. A function of its own so that, as after a plain call, the instance, the
+    arguments and the value are gone (their `__del__` run) before the exit handlers."""
+    function = resolve_entry_point(namespace, request["entry_point"])
+    arguments = [json.loads(line) for line in request["arguments"]]
+    value = function(*arguments)
+    try:
+        encoded = json.dumps(to_jsonable(value)).encode()
+    except (TypeError, ValueError) as error:
+        os.write(RESULT_FD, b"U" + str(error)[:300].encode())
+    else:
+        write_all(RESULT_FD, b"R" + encoded)
 
 
 class SockFilter(ctypes.Structure):
@@ -607,9 +754,14 @@ def run(request, blobs, config):
             os.chown(CHILD_DIRECTORY, uid, uid)
         os.chdir(CHILD_DIRECTORY)  # the child inherits it
         limits = limits_for(request, uid)
+        # Frozen, the worker's objects are not the child's collector's business: its
+        # collections (and finish()'s) see only the program's objects and copy no page of
+        # ours. The worker itself goes on collecting as before.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid)
+        gc.unfreeze()
         os.close(fds.pop(4))  # only the child writes statuses
         status, rusage, wall, wall_timeout = wait_with_backstop(pid, request["wall_limit_s"])
         sweep(uid)  # nothing to do unless the run left something (the backstop killed its group)
@@ -737,7 +889,7 @@ def prepare_worker(config, requests, replies):
             os.dup2(null, fd)
     # The children's streams are made here, and are the worker's sys.std* as well (a
     # child that swapped them in would free the worker's, touching all their pages).
-    CHILD_STREAMS = std_streams()
+    CHILD_STREAMS = std_streams((sys.__stdin__, sys.__stdout__, sys.__stderr__))  # ours, made at start-up
     sys.stdin = sys.__stdin__ = CHILD_STREAMS[0]
     sys.stdout = sys.__stdout__ = CHILD_STREAMS[1]
     sys.stderr = sys.__stderr__ = WORKER_STDERR = io.TextIOWrapper(
@@ -751,8 +903,7 @@ def prepare_worker(config, requests, replies):
                 SHARED_TMP[path] = (state.st_size, state.st_mtime_ns)
         KEEP_IN_SHARED_TMP.add(os.path.join("/tmp", os.path.relpath(config["tmp_root"], "/tmp").split(os.sep)[0]))
     CHILD_FILE = os.path.join(CHILD_DIRECTORY, "solution.py")
-    CHILD_MAIN = types.ModuleType("__main__")
-    CHILD_MAIN.__file__, CHILD_MAIN.__builtins__ = CHILD_FILE, builtins
+    CHILD_MAIN = main_module(CHILD_FILE)
     CHILDREN_FILE = f"/proc/self/task/{os.getpid()}/children"
     RUN_UID = None if config["uid"] is None else str(config["uid"]).encode()
     # The worker's environment is already the scrubbed one; only these name the run.

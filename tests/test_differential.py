@@ -1,0 +1,42 @@
+"""The fast part of the differential harness (benchmarks/differential.py): every program
+of the committed corpus (tests/fixtures/differential) runs as plain `python3` in a
+throwaway directory and through the evaluator, and nothing may differ: stdout bytes, exit
+status, the return value of call problems, the verdict. The shared data's references are
+the benchmark's part (they need ../shared/data and take long)."""
+
+import pytest
+
+from benchmarks.differential import Case, corpus_cases, differences, report
+from microcoder.evaluator import Evaluator, EvaluatorConfig
+
+CASES = corpus_cases()
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator(EvaluatorConfig(workers=2)) as evaluator:
+        yield evaluator
+
+
+def test_the_corpus_covers_both_kinds_and_the_issues_idioms():
+    names = {case.name.split("#")[0] for case in CASES}
+    assert sum(case.kind == "call" for case in CASES) >= 15 and sum(case.kind == "stdin" for case in CASES) >= 50
+    for wanted in ("stdin/fastio_rival_template", "stdin/stdout_closed_at_end", "stdin/thread_after_main",
+                   "stdin/thread_system_exit", "stdin/atexit_prints", "stdin/reconfigure", "stdin/input_at_eof",
+                   "call/class_with_init", "call/module_state", "call/mutates_input", "call/returns_generator"):
+        assert wanted in names
+
+
+def test_no_program_of_the_corpus_behaves_differently_in_the_sandbox(evaluator):
+    found = differences(CASES, evaluator, jobs=2)
+    assert not found, report(found, len(CASES))
+
+
+def test_the_harness_reports_a_program_that_does_differ(evaluator):
+    # The working directory is a deliberate difference (each side has its own): a harness
+    # that reported nothing here would be comparing nothing.
+    case = Case("cwd", "stdin", "import os\nprint(os.getcwd())\n")
+    (difference,) = differences([case], evaluator)
+    assert difference.fields == ["stdout", "verdict"]
+    assert difference.cpython.stdout != difference.sandbox.stdout
+    assert "cwd: stdout, verdict" in report([difference], 1)
