@@ -127,6 +127,24 @@ class TrainConfig(BaseModel):
     bf16: bool | None = None
     """Mixed precision; None: on when CUDA is available, off on CPU."""
 
+    # ---- rollout engine (TRL's vLLM integration; needs a GPU and `pip install vllm`) ----------
+    use_vllm: bool = False
+    """Sample rollouts with vLLM instead of HF generate (TRL's integration); each step's temperature reaches vLLM's sampling and the log-probs alike, with TRL's importance-sampling correction on."""
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    """"colocate": vLLM inside each training process, sharing its GPU; "server": a separate `trl vllm-serve` process (its own GPUs)."""
+    vllm_server_base_url: str | None = None
+    """Server mode: the server's URL (e.g. http://10.0.0.5:8000); None: vllm_server_host and vllm_server_port."""
+    vllm_server_host: str = "127.0.0.1"
+    """Server mode: host of `trl vllm-serve` when vllm_server_base_url is None."""
+    vllm_server_port: int = 8000
+    """Server mode: port of `trl vllm-serve` when vllm_server_base_url is None."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Colocate mode: fraction of each GPU's memory vLLM may take (the rest is training's)."""
+    vllm_tensor_parallel_size: int = 1
+    """Colocate mode: GPUs one vLLM engine spans."""
+    vllm_max_model_length: int | None = None
+    """vLLM's context length (prompt + response); None: the model's own."""
+
     # ---- held-out evaluation and reward -----------------------------------------------------
     eval_every: int = 0
     """Held-out accuracy every this many steps (and always before the first and after the last); 0: only before and after."""
@@ -185,6 +203,8 @@ class TrainConfig(BaseModel):
         need(self.beta >= 0, "beta", "must be >= 0")
         need(self.train_top_layers is None or self.train_top_layers >= 1, "train_top_layers", "must be >= 1 or null")
         need(self.heldout_samples >= 1, "heldout_samples", "must be >= 1")
+        need(0 < self.vllm_gpu_memory_utilization <= 1, "vllm_gpu_memory_utilization", "must be in (0, 1]")
+        need(self.vllm_tensor_parallel_size >= 1, "vllm_tensor_parallel_size", "must be >= 1")
         need(self.heldout_long_factor == 0 or self.heldout_long_factor >= 1, "heldout_long_factor", "must be 0 or >= 1")
         need(self.train_difficulties is None or len(self.train_difficulties) > 0, "train_difficulties",
              "must name at least one difficulty, or be null")
@@ -255,6 +275,7 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "max_grad_norm": config.max_grad_norm,
         "bf16": bf16,
         "fp16": False,
+        "use_cpu": not use_cuda,  # several CPU processes then form a gloo group (accelerate's MULTI_CPU)
         # bookkeeping
         "logging_steps": updates,
         "save_strategy": "steps",  # save_every=0: only the final checkpoint
@@ -267,6 +288,16 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "remove_unused_columns": False,
         "dataloader_num_workers": 0,
         "log_completions": False,
+        # rollout engine
+        "use_vllm": config.use_vllm,
+        "vllm_mode": config.vllm_mode,
+        "vllm_server_base_url": config.vllm_server_base_url,
+        "vllm_server_host": config.vllm_server_host,
+        "vllm_server_port": config.vllm_server_port,
+        "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
+        "vllm_tensor_parallel_size": config.vllm_tensor_parallel_size,
+        "vllm_max_model_length": config.vllm_max_model_length,
+        "vllm_importance_sampling_correction": True,  # vLLM's and the trainer's log-probs differ slightly
     }
 
 

@@ -509,7 +509,8 @@ class MicroCoderTrainer(GRPOTrainer):
         record["tokens_per_second"] = tokens / seconds if seconds > 0 else 0.0
         if self.controller is not None:
             self.controller.observe(record["diversity"])
-        if self.is_eval_step(step):  # the long evaluation only before the first step and after the last
+        if self.is_eval_step(step) and self.accelerator.is_main_process:  # once, not on every process
+            # the long evaluation only before the first step and after the last
             record.update(self.heldout_accuracies(long=step == self.config.total_steps))
         record = {key: record[key] for key in METRIC_KEYS if key in record}
         for key, value in record.items():  # also through TRL's logging to report_to backends
@@ -562,22 +563,29 @@ class MicroCoderTrainer(GRPOTrainer):
     # ---- checkpoints: our own state beside TRL's ---------------------------------------------------
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
-        if not self.args.should_save:
-            return
+        # Every process saves its own generators (as TRL saves rng_state_<rank>.pth).
         folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+        folder.mkdir(parents=True, exist_ok=True)
         state = {
             "mask_generator": self.mask_generator.get_state().tolist(),
             "refill_generator": self.refill_generator.get_state().tolist(),
             "controller": self.controller.state_dict() if self.controller else None,
             "rollout_step": self.rollout_step,
         }
-        (folder / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+        (folder / self.state_file).write_text(json.dumps(state), encoding="utf-8")
+
+    @property
+    def state_file(self) -> str:
+        """This process's state file in a checkpoint: STATE_FILE alone, microcoder_state_<rank>.json with several."""
+        if self.accelerator.num_processes == 1:
+            return STATE_FILE
+        return STATE_FILE.replace(".json", f"_{self.accelerator.process_index}.json")
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
-        path = Path(checkpoint) / STATE_FILE
+        path = Path(checkpoint) / self.state_file
         if path.is_file():
             state = json.loads(path.read_text(encoding="utf-8"))
             self.mask_generator.set_state(torch.tensor(state["mask_generator"], dtype=torch.uint8))
@@ -728,7 +736,12 @@ def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None
                              config.overlong_cache_length, config.overlong_penalty_factor)
     dataset = Dataset.from_list([{"prompt": render_prompt(problem, tokenizer), "problem_id": problem.id}
                                  for problem in train])
-    args = GRPOConfig(**grpo_arguments(config, str(run_dir / "checkpoints"), use_cuda=torch.cuda.is_available()))
+    from accelerate import PartialState
+
+    # Batch sizes are global: each of W processes samples and trains its 1/W share.
+    use_cuda = torch.cuda.is_available()
+    args = GRPOConfig(**grpo_arguments(config, str(run_dir / "checkpoints"),
+                                       world_size=PartialState(cpu=not use_cuda).num_processes, use_cuda=use_cuda))
     return MicroCoderTrainer(config=config, model=model, tokenizer=tokenizer, train_dataset=dataset,
                              reward=reward, args=args, heldout=heldout, run_dir=run_dir)
 
@@ -767,30 +780,42 @@ def run_training(config: TrainConfig, resume: bool = False,
     # TRL 1.16 calls transformers' deprecated gradient_checkpointing_* names on every rollout.
     warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")
     warnings.filterwarnings("ignore", message=".*pin_memory.*")
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
     checkpoint = None
     if resume and config.run_dir is None:
         raise ValueError("--resume needs the run directory to continue")
-    run_dir = Path(config.run_dir) if config.run_dir is not None else new_run_dir(name)
+    # Under `accelerate launch` every process runs this; the main one prepares the run
+    # directory (and names it, for all), the others wait for it.
+    processes = PartialState(cpu=not torch.cuda.is_available())  # on CPU: gloo across processes (MULTI_CPU)
+    run_dir = Path(config.run_dir) if config.run_dir is not None else None
+    if run_dir is None:
+        [run_dir] = broadcast_object_list([new_run_dir(name) if processes.is_main_process else None]) \
+            if processes.num_processes > 1 else [new_run_dir(name)]
     if resume:
         checkpoint = get_last_checkpoint(str(run_dir / "checkpoints")) if (run_dir / "checkpoints").is_dir() else None
         if checkpoint is None:
             raise FileNotFoundError(f"--resume: no checkpoint-N under {run_dir / 'checkpoints'}")
         updates = int(Path(checkpoint).name.rsplit("-", 1)[1])
-        _truncate_metrics(run_dir / METRICS_FILE, updates // config.updates_per_step)
-    else:
+        if processes.is_main_process:
+            _truncate_metrics(run_dir / METRICS_FILE, updates // config.updates_per_step)
+    elif processes.is_main_process:
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
             raise FileExistsError(f"run_dir {run_dir} exists and is not empty: continue it with --resume {run_dir}, "
                                   "or choose another run_dir")
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / METRICS_FILE).write_text("", encoding="utf-8")
     config = config.model_copy(update={"run_dir": str(run_dir)})
-    dump_config(config, run_dir / "config.yaml")
+    if processes.is_main_process:
+        dump_config(config, run_dir / "config.yaml")
+    processes.wait_for_everyone()
 
     trainer = build_trainer(config, run_dir, problems=problems, evaluator=evaluator)
     start = time.perf_counter()
     try:
         before = None
-        if not resume and trainer.heldout:
+        if not resume and trainer.heldout and trainer.accelerator.is_main_process:
             accuracies = trainer.heldout_accuracies()
             before = accuracies["heldout_accuracy"]
             trainer.write_record({"step": 0, **accuracies})
@@ -805,12 +830,13 @@ def run_training(config: TrainConfig, resume: bool = False,
                "seconds": seconds, "heldout_problems": len(trainer.heldout),
                "final_checkpoint": get_last_checkpoint(str(run_dir / "checkpoints"))
                if (run_dir / "checkpoints").is_dir() else None}
+    if not trainer.accelerator.is_main_process:
+        return run_dir
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     plot = _plot(run_dir)
-    if trainer.accelerator.is_main_process:
-        print(f"held-out accuracy: before {_fmt(before)}, after {_fmt(after)} "
-              f"({len(trainer.heldout)} problems); {seconds / 60:.1f} min; run dir {run_dir}"
-              + (f"; plot {plot}" if plot else ""), flush=True)
+    print(f"held-out accuracy: before {_fmt(before)}, after {_fmt(after)} "
+          f"({len(trainer.heldout)} problems); {seconds / 60:.1f} min; run dir {run_dir}"
+          + (f"; plot {plot}" if plot else ""), flush=True)
     return run_dir
 
 
