@@ -122,11 +122,16 @@ def test_a_phase_may_not_change_the_batch_or_end_after_the_run(tmp_path):
 
 
 def test_parallel_runs_go_to_worker_processes_with_progress_lines(tmp_path):
-    spec = write_spec(tmp_path, name="parallel", seeds=[0], overrides=["heldout_size=0"])
+    arms = {"base_lr": [], "high_lr": ["learning_rate=0.01"], "broken": [f"problems={tmp_path / 'missing.jsonl'}"]}
+    spec = write_spec(tmp_path, name="parallel", seeds=[0], overrides=["heldout_size=0"], arms=arms)
     lines = []
     outcomes = run_experiment(spec, tmp_path / "runs", log=lines.append, parallel=2)
-    assert [(o.arm, o.status) for o in outcomes] == [("base_lr", "started"), ("high_lr", "started")]
+    # A run that fails does not stop the others; it is reported, with its traceback in its log.
+    assert sorted((o.arm, o.status) for o in outcomes) == [("base_lr", "started"), ("broken", "failed"),
+                                                           ("high_lr", "started")]
     grid = tmp_path / "runs" / "parallel"
+    assert any("broken seed 0: FAILED" in line for line in lines) and any("1 run(s) FAILED" in line for line in lines)
+    assert "Traceback" in (grid / "broken" / "seed-0.train.log").read_text()
     for arm in ("base_lr", "high_lr"):
         assert run_state(grid / arm / "seed-0") == "finished"
         assert "held-out accuracy" in (grid / arm / "seed-0.train.log").read_text()  # the worker's own output

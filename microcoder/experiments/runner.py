@@ -26,6 +26,7 @@ import os
 import shutil
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class RunOutcome:
     seed: int
     run_dir: Path
     status: str
-    """"skipped" (finished before), "resumed", "started"."""
+    """"skipped" (finished before), "resumed", "started", or "failed" (parallel runs; see its train.log)."""
     seconds: float
 
 
@@ -99,7 +100,11 @@ def _train_in_worker(phases: list, run_dir: str, threads: int) -> float:
     begin = time.perf_counter()
     with open(Path(run_dir).parent / f"{Path(run_dir).name}.train.log", "a", encoding="utf-8") as log:
         sys.stdout = sys.stderr = log
-        run_phases(phases, Path(run_dir), lambda config, resume: run_training(config, resume=resume))
+        try:
+            run_phases(phases, Path(run_dir), lambda config, resume: run_training(config, resume=resume))
+        except BaseException:
+            traceback.print_exc()  # into the run's log: the parent only sees the exception's text
+            raise
     return time.perf_counter() - begin
 
 
@@ -194,7 +199,7 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
             todo.append((index, arm, seed, run_dir, state))
 
     def announce(index: int, arm: str, seed: int, run_dir: Path, state: str, verb: str = "") -> None:
-        done = [outcome.seconds for outcome in outcomes.values() if outcome.status != "skipped"]
+        done = [outcome.seconds for outcome in outcomes.values() if outcome.status in ("started", "resumed")]
         eta = f", grid about {sum(done) / len(done) * (len(todo) - len(done)) / 60:.0f} min left" if done else ""
         verb = verb or ("resuming" if state == "interrupted" else "starting")
         log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: {verb} "
@@ -219,9 +224,20 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
                 for future in as_completed(futures):
                     index, arm, seed, run_dir, state = futures[future]
                     status = "resumed" if state == "interrupted" else "started"
-                    outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, status, future.result())
-                    log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: done "
-                        f"({outcomes[arm, seed].seconds / 60:.1f} min; log {run_dir.parent / run_dir.name}.train.log)")
+                    train_log = f"{run_dir.parent / run_dir.name}.train.log"
+                    try:  # one failed run does not stop the others; rerunning the grid retries it
+                        seconds = future.result()
+                    except Exception as error:
+                        outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "failed", 0.0)
+                        log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: FAILED: {error!r} "
+                            f"(traceback in {train_log})")
+                        continue
+                    outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, status, seconds)
+                    log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: done ({seconds / 60:.1f} min; "
+                        f"log {train_log})")
+    failed = [f"{arm}/seed-{seed}" for (arm, seed), outcome in outcomes.items() if outcome.status == "failed"]
+    if failed:
+        log(f"{spec.name}: {len(failed)} run(s) FAILED: {', '.join(failed)}; rerun the same command to retry them")
     log(f"{spec.name}: {len(runs)} runs done in {(time.perf_counter() - started) / 60:.1f} min; "
         f"report: microcoder experiment report {Path(root)}")
     return [outcomes[run] for run in runs]
