@@ -264,7 +264,8 @@ def problem_for(case: Case, expected: str) -> Problem:
     test = {"input": case.stdin.decode("utf-8", "surrogateescape") if case.kind == "stdin" else "\n".join(case.arguments),
             "output": expected}
     if case.problem is not None:
-        return case.problem.model_copy(update={"id": case.name, "tests": [test]})
+        # model_validate, not model_copy(update=...): the latter would keep the test a dict.
+        return Problem.model_validate({**case.problem.model_dump(), "id": case.name, "tests": [test]})
     return Problem(id=case.name, prompt="", kind=case.kind, entry_point=case.entry_point, tests=[test],
                    prelude=case.prelude if case.kind == "call" else None, time_limit_s=case.time_limit_s,
                    memory_limit_mb=case.memory_limit_mb)

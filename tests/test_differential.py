@@ -40,3 +40,17 @@ def test_the_harness_reports_a_program_that_does_differ(evaluator):
     assert difference.fields == ["stdout", "verdict"]
     assert difference.cpython.stdout != difference.sandbox.stdout
     assert "cwd: stdout, verdict" in report([difference], 1)
+
+
+def test_a_case_that_carries_its_problem_is_judged_with_that_problem(evaluator):
+    # The shared references come as cases with their own problem (checker, prelude,
+    # limits); the harness once built that one-test problem with model_copy(update=...),
+    # which left the test a plain dict, and every such case crashed the harness.
+    from microcoder.problems import Problem
+
+    problem = Problem(id="twice", prompt="", kind="call", entry_point="Solution().twice",
+                      tests=[{"input": "3", "output": "6"}, {"input": "5", "output": "10"}])
+    source = "class Solution:\n    def twice(self, x):\n        return 2 * x\n"
+    case = Case("twice#1", "call", source, b"", ["5"], problem.entry_point, problem.call_prelude(),
+                expected="10", problem=problem)
+    assert differences([case], evaluator) == []
