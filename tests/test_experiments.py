@@ -206,6 +206,29 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert "| large | reward_mean | 0.600 +- 0.500 |" in after
 
 
+def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "partial", "arms": {"a": [], "b": []}, "seeds": [0, 1, 2], "metrics": ["reward_mean"]}))
+    rows = lambda seed, steps: [{"step": step, "reward_mean": 0.1 * step + seed} for step in steps]
+    fake_run(grid / "a" / "seed-0", 4, rows(0, (1, 2, 3)))
+    fake_run(grid / "a" / "seed-1", 4, rows(1, (1, 2, 3)))
+    fake_run(grid / "a" / "seed-2", 4, rows(2, (1,)))  # still running: one step logged
+    (grid / "a" / "seed-2" / "summary.json").unlink()
+    fake_run(grid / "b" / "seed-0", 4, rows(0, (1, 2)))  # no finished run yet: reported as it is
+    (grid / "b" / "seed-0" / "summary.json").unlink()
+    (grid / "b" / "seed-1").mkdir()
+    (grid / "b" / "seed-1" / "metrics.jsonl").write_text("")  # died at start
+    [(_, report)] = report_all(grid)
+    text = report.read_text()
+    # a: seeds 0 and 1 only; step 3: 0.3 and 1.3 -> 0.8 +- 0.5 (with seed 2, only step 1 would be shown)
+    assert "| a | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | 3 | 2 |" in text
+    # b: the one run with rows; the empty one has no step and is left out rather than emptying the curve
+    assert "| b | reward_mean | 0.100 +- 0.000 | 0.200 +- 0.000 | 0.150 +- 0.000 | 2 | 1 |" in text
+    assert "Runs not finished: a/seed-2, b/seed-0, b/seed-1, b/seed-2 (an arm with a finished run" in text
+
+
 def test_spec_vars_are_substituted_into_overrides_and_steps_and_replaced_at_run_time(tmp_path):
     from microcoder.experiments.spec import arm_phases, evaluate
 

@@ -9,7 +9,8 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   seconds per step in rollout, reward and update.
 - `report.md`: the paper's findings (quoted from the spec), then per arm and metric the
   first and last logged value (mean +- standard error over seeds, and n), the mean over
-  the last three logged points, and the seeds that have not finished. Verdicts are
+  the last three logged points, and the seeds that have not finished. While a grid is in
+  progress, an arm with a finished run is drawn and reported from its finished runs only. Verdicts are
   written by hand from these numbers (docs/experiments/); the report states numbers only.
 
 With `docs`, each grid is also published for the repository: DOCS/<spec>.png (the
@@ -40,6 +41,16 @@ PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
 def seed_dirs(arm_dir: Path) -> list[Path]:
     return sorted((path for path in arm_dir.glob("seed-*") if (path / METRICS_FILE).is_file()),
                   key=lambda path: int(path.name.split("-", 1)[1]))
+
+
+def reported_runs(arm_dir: Path) -> list[Path]:
+    """The runs an arm's curves and numbers come from: its finished runs when it has any,
+    else every run that has logged a row (a grid that has only just started). A run in
+    progress would otherwise cut every finished seed's curve at its own last step, and one
+    that died at start (an empty metrics file) would empty it."""
+    runs = seed_dirs(arm_dir)
+    finished = [run for run in runs if run_state(run) == "finished"]
+    return finished or [run for run in runs if read_metrics(run / METRICS_FILE)]
 
 
 def mean_and_error(values: list[float]) -> tuple[float, float]:
@@ -85,7 +96,7 @@ def batch_sizes(grid: Path, arms: list[str]) -> dict[str, int]:
 def report_grid(grid: Path) -> tuple[Path, Path]:
     """Write grid/figure.png and grid/report.md; returns their paths."""
     spec = load_grid_spec(grid)
-    arms = {arm: [read_metrics(path / METRICS_FILE) for path in seed_dirs(grid / arm)] for arm in spec.arms}
+    arms = {arm: [read_metrics(path / METRICS_FILE) for path in reported_runs(grid / arm)] for arm in spec.arms}
     arms = {arm: runs for arm, runs in arms.items() if runs}
     if not arms:
         raise FileNotFoundError(f"{grid}: no run has logged metrics yet")
@@ -191,7 +202,9 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path) -> str:
                          f"| {tail[0]:.3f} +- {tail[1]:.3f} | {steps[-1]} | {len(runs)} |")
     unfinished = [f"{arm}/seed-{seed}" for arm in spec.arms for seed in spec.seeds
                   if run_state(grid / arm / f"seed-{seed}") != "finished"]
-    lines += ["", f"Runs not finished: {', '.join(unfinished) if unfinished else 'none'}.", ""]
+    lines += ["", f"Runs not finished: {', '.join(unfinished) if unfinished else 'none'}"
+              + (" (an arm with a finished run is reported from its finished runs only; n counts them)."
+                 if unfinished else "."), ""]
     return "\n".join(lines)
 
 
