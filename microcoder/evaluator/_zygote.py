@@ -94,6 +94,100 @@ SHARED_TMP = {}  # isolated workers: shared temp directory -> (size, mtime) afte
 KEEP_IN_SHARED_TMP = set()
 RETIRING = False
 RUN_UID = None  # bytes, as /proc/key-users writes it
+CGROUP = None  # the worker's RunCgroup, where the sandbox made one
+# More than this still charged to the cgroup after a run's clean-up and a reclaim means
+# something of the run outlived it (page cache it read is reclaimed; its files are gone):
+# the worker retires, so the next run starts from zero in a fresh cgroup.
+CGROUP_HELD_AFTER_RUN_BYTES = 64 << 20
+
+
+def high_fd(fd):
+    """`fd` moved to 10 or above (close-on-exec), clear of the fds 0-4 runs use."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return moved
+
+
+class RunCgroup:
+    """The worker's memory (and pids) cgroup, which each run joins as it starts: the kernel
+    then charges all the run holds, its heap and also its memory files and tmpfs files
+    (which its address-space limit does not see), against the run's memory limit, and
+    bounds its processes by pids.max. The worker stays outside, so the OOM killer there
+    finds only the run's processes. The sandbox made the cgroups and passed their
+    directories as fds: they name the host's cgroup mounts, which stay writable through
+    them while the worker's own copies of every mount are read-only."""
+
+    def __init__(self, config):
+        self.version = config["version"]
+        directories = [high_fd(config["memory_fd"])]
+        if config.get("pids_fd") is not None:  # v1: a hierarchy of its own
+            directories.append(high_fd(config["pids_fd"]))
+        self.directory = directories[0]
+        names = {1: ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control", "memory.usage_in_bytes"),
+                 2: ("memory.max", None, "memory.events", "memory.current")}[self.version]
+        limit, swap_limit, events, usage = names
+        self.join_fds = [self.open("cgroup.procs", os.O_WRONLY, directory) for directory in directories]
+        # v1: memory, then memory + swap (where swap is accounted), which may not be below it.
+        self.limit_fds = [self.open(limit, os.O_WRONLY)]
+        try:
+            if swap_limit:
+                self.limit_fds.append(self.open(swap_limit, os.O_WRONLY))
+        except FileNotFoundError:  # the kernel does not account swap
+            pass
+        self.events_fd = self.open(events, os.O_RDONLY)
+        self.usage_fd = self.open(usage, os.O_RDONLY)
+        self.limit = None
+        self.oom_kills = self.read_oom_kills()
+
+    def open(self, name, flags, directory=None):
+        return high_fd(os.open(name, flags | os.O_CLOEXEC, dir_fd=self.directory if directory is None else directory))
+
+    def join(self):
+        """In the run's process, before anything else: "0" is the writer itself."""
+        for fd in self.join_fds:
+            os.write(fd, b"0")
+
+    def set_limit(self, limit):
+        """memory.max (v1: memory.limit_in_bytes and memory.memsw.limit_in_bytes, so that no
+        swap takes the run's memory files past it) = the run's memory limit."""
+        if limit == self.limit:
+            return
+        lowering = self.limit is None or limit < self.limit
+        for fd in self.limit_fds if lowering else self.limit_fds[::-1]:
+            os.write(fd, str(limit).encode())
+        self.limit = limit
+
+    def read_oom_kills(self):
+        """The cgroup's OOM kill count (the `oom_kill` line of memory.oom_control in v1,
+        memory.events in v2)."""
+        for line in os.pread(self.events_fd, 4096, 0).split(b"\n"):
+            if line.startswith(b"oom_kill "):
+                return int(line.split()[1])
+        return 0
+
+    def oom_kills_of_run(self):
+        """How many of the run's processes the kernel killed at the limit."""
+        before, self.oom_kills = self.oom_kills, self.read_oom_kills()
+        return self.oom_kills - before
+
+    def held(self):
+        return int(os.pread(self.usage_fd, 64, 0))
+
+    def released(self):
+        """True when no more than CGROUP_HELD_AFTER_RUN_BYTES stay charged once the run is
+        gone and its files removed (after reclaiming page cache, should more be)."""
+        if self.held() <= CGROUP_HELD_AFTER_RUN_BYTES:
+            return True
+        name, value = ("memory.force_empty", b"0") if self.version == 1 else ("memory.reclaim", str(self.held()).encode())
+        try:
+            fd = self.open(name, os.O_WRONLY)
+            try:
+                os.write(fd, value)
+            finally:
+                os.close(fd)
+        except OSError:  # v2 says EAGAIN when it could not reclaim all it was asked
+            pass
+        return self.held() <= CGROUP_HELD_AFTER_RUN_BYTES
 
 
 def become(uid):
@@ -498,6 +592,8 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
     compile it; `prelude` is prepared_prelude()'s answer for call problems, else None."""
     try:
         os.setsid()
+        if CGROUP is not None:  # first: all the run does from here on is charged there
+            CGROUP.join()
         for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file, the status pipe
             os.dup2(fd, target)
         os.closerange(STATUS_FD + 1, MAX_FD)
@@ -753,6 +849,8 @@ def run(request, blobs, config):
             os.chown(CHILD_DIRECTORY, uid, uid)
         os.chdir(CHILD_DIRECTORY)  # the child inherits it
         limits = limits_for(request, uid)
+        if CGROUP is not None:
+            CGROUP.set_limit(request["memory_bytes"])
         # Frozen, the worker's objects are not the child's collector's business: its
         # collections (and finish()'s) see only the program's objects and copy no page of
         # ours. The worker itself goes on collecting as before.
@@ -773,6 +871,7 @@ def run(request, blobs, config):
         os.chdir("/")
         clean_up_after_run()
     header = {
+        "oom_kills": settle_cgroup(),
         "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "cpu_s": rusage.ru_utime + rusage.ru_stime,
@@ -782,6 +881,18 @@ def run(request, blobs, config):
         "status": statuses.decode("ascii", "replace"),
     }
     return header, out
+
+
+def settle_cgroup():
+    """After the run's clean-up: how many of its processes the kernel killed at its memory
+    limit; the worker retires if the cgroup still holds memory of the run."""
+    global RETIRING
+    if CGROUP is None:
+        return 0
+    kills = CGROUP.oom_kills_of_run()
+    if not CGROUP.released():
+        RETIRING = True
+    return kills
 
 
 def clean_up_after_run():
@@ -937,6 +1048,9 @@ def main():
     for name in ("LD_BIND_NOW", "PYTHONHASHSEED", "MICROCODER_ZYGOTE_REEXEC"):  # their work is done (see sandbox.Worker)
         os.environ.pop(name, None)  # runs see the scrubbed environment only
     config = json.loads(sys.argv[1])
+    if config.get("cgroup"):  # before prepare_worker puts /dev/null on fds 0-4
+        global CGROUP
+        CGROUP = RunCgroup(config["cgroup"])
     # Started with -S: site-packages are on the path, but no .pth file ran here.
     sys.path.extend(path for path in config["site_paths"] if path not in sys.path)
     if config.get("private_ipc"):  # never the host's: these limits would be everyone's

@@ -15,6 +15,12 @@ Isolation, strongest first (chosen by `isolation="auto"`):
 - not root, user namespaces allowed: the same namespaces, but runs keep our uid (and
   drop every capability);
 - neither: rlimits, a private directory, a scrubbed environment and process-group kills.
+
+Beside the isolation, each worker gets a memory and a pids cgroup of its own where the
+machine lets us make one (cgroup v2, else the v1 `memory` and `pids` controllers; see
+`cgroup_plan`), which every run joins: what a run holds in memory files and tmpfs counts
+against its memory limit, as its heap does, and `pids.max` bounds its processes whatever
+its uid. Where no cgroup can be made the sandbox warns once and relies on rlimits.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import atexit
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import site
@@ -30,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -80,6 +88,10 @@ class SandboxConfig:
     wall_factor: float = 3.0
     """Wall-clock backstop = wall_factor * time limit + 1 s. Verdicts use CPU time; the
     backstop only catches programs that sleep or block."""
+    cgroup: Literal["auto", "required", "off"] = "auto"
+    """A memory and pids cgroup per worker (memory held in memfds and tmpfs counts against
+    a run's memory limit; `pids.max` = `max_processes`): `auto` where the machine lets us
+    make one (one warning where not), `required` refuses to start without, `off` never."""
 
 
 @dataclass
@@ -143,6 +155,222 @@ def isolation_plan(mode: str = "auto") -> IsolationPlan:
     return plan
 
 
+@dataclass(frozen=True)
+class CgroupPlan:
+    """Where each worker's cgroups go: under this process's own cgroup of each hierarchy."""
+
+    version: int | None
+    """2 (one cgroup v2 directory holds both controllers), 1 (the v1 `memory` and `pids`
+    hierarchies), or None: no memory cgroup can be made here."""
+    memory_parent: str | None
+    """The directory each worker's memory cgroup is made in (our own memory cgroup)."""
+    pids_parent: str | None
+    """The same for the pids controller; None where it is missing (memory alone is used)."""
+    description: str
+    """What was found, or why nothing is usable."""
+
+    @property
+    def available(self) -> bool:
+        return self.version is not None
+
+
+# Each worker's cgroups are named after the process that made them (pid and start time,
+# so a reused pid is not mistaken for it) and the worker's slot: a later start removes the
+# ones whose maker is gone (killed before it could remove them itself).
+CGROUP_NAME = re.compile(r"microcoder-(\d+)\.(\d+)-\d+|microcoder-probe-(\d+)\.(\d+)")
+_cgroup_plans: list[CgroupPlan] = []
+_warned_no_cgroup = False
+_unremoved_cgroups: set[str] = set()  # worker cgroups whose rmdir failed at close
+
+
+def _start_time(pid: int | str = "self") -> str | None:
+    """A process's start time (clock ticks since boot), which with its pid names it; None
+    when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]  # field 22; the command name may hold spaces
+
+
+def _owner_tag() -> str:
+    return f"{os.getpid()}.{_start_time()}"
+
+
+def _unescape(path: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), path)
+
+
+def _own_cgroup_directory(mount_root: str, mount_point: str, path: str) -> str | None:
+    """The directory of our cgroup `path` (as /proc/self/cgroup gives it) in a mount of its
+    hierarchy whose root is `mount_root`; None where that mount does not show it."""
+    if mount_root != "/":
+        if not (path == mount_root or path.startswith(mount_root.rstrip("/") + "/")):
+            return None
+        path = path[len(mount_root):] or "/"
+    directory = os.path.normpath(mount_point + "/" + path.lstrip("/"))
+    return directory if os.path.isdir(directory) else None
+
+
+def _probe(parent: str, control: str) -> str | None:
+    """None if a child cgroup can be made in `parent` and its `control` file written (then
+    removed again), else why not."""
+    probe = os.path.join(parent, f"microcoder-probe-{_owner_tag()}")
+    try:
+        os.mkdir(probe)
+    except OSError as error:
+        return f"cannot make a cgroup in {parent}: {error.strerror}"
+    try:
+        value = "max" if control.endswith(".max") else str(1 << 62)
+        Path(probe, control).write_text(value)
+        return None
+    except OSError as error:
+        return f"cannot write {control} in {parent}: {error.strerror}"
+    finally:
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
+
+
+def find_cgroups(self_cgroup: str, mountinfo: str) -> CgroupPlan:
+    """Where this process can make per-worker cgroups: cgroup v2 if its memory controller
+    can be enabled below our own cgroup, else the v1 memory (and pids) hierarchies, else
+    none. `self_cgroup` and `mountinfo` are the texts of /proc/self/cgroup and
+    /proc/self/mountinfo. Probes by making (and removing) a child cgroup."""
+    own = {}  # controller ("" for v2) -> our path in its hierarchy
+    for line in self_cgroup.splitlines():
+        number, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if number != "0" else [""]:
+            own[controller.removeprefix("name=")] = path
+    mounts = {}  # controller -> (root, mount point) of its first mount
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        separator = fields.index("-")
+        fstype, options = fields[separator + 1], fields[separator + 3].split(",")
+        root, point = _unescape(fields[3]), _unescape(fields[4])
+        if fstype == "cgroup2":
+            mounts.setdefault("", (root, point))
+        elif fstype == "cgroup":
+            for controller in ("memory", "pids"):
+                if controller in options:
+                    mounts.setdefault(controller, (root, point))
+    reasons = []
+    if "" in mounts and "" in own:
+        directory = _own_cgroup_directory(*mounts[""], own[""])
+        if directory is None:
+            reasons.append("cgroup v2: our cgroup is not under its mount")
+        else:
+            available = Path(directory, "cgroup.controllers").read_text().split()
+            if "memory" not in available:
+                reasons.append(f"cgroup v2 at {mounts[''][1]} has no memory controller (it is v1's)")
+            else:
+                wanted = [c for c in ("memory", "pids") if c in available]
+                enabled = Path(directory, "cgroup.subtree_control").read_text().split()
+                try:
+                    if any(c not in enabled for c in wanted):  # only a cgroup without processes of its own may
+                        Path(directory, "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+                    why = _probe(directory, "memory.max")
+                except OSError as error:
+                    why = f"cannot enable the memory controller below {directory}: {error.strerror}"
+                if why is None:
+                    pids = directory if "pids" in wanted else None
+                    return CgroupPlan(2, directory, pids, f"cgroup v2 under {directory}"
+                                      + ("" if pids else " (no pids controller)"))
+                reasons.append(f"cgroup v2: {why}")
+    if "memory" not in mounts or "memory" not in own:
+        reasons.append("no cgroup v1 memory hierarchy is mounted")
+        return CgroupPlan(None, None, None, "; ".join(reasons))
+    memory = _own_cgroup_directory(*mounts["memory"], own["memory"])
+    why = "our memory cgroup is not under its mount" if memory is None else _probe(memory, "memory.limit_in_bytes")
+    if why is not None:
+        reasons.append(f"cgroup v1: {why}")
+        return CgroupPlan(None, None, None, "; ".join(reasons))
+    pids = None
+    if "pids" in mounts and "pids" in own:
+        pids = _own_cgroup_directory(*mounts["pids"], own["pids"])
+        pids = pids if pids is not None and _probe(pids, "pids.max") is None else None
+    swap = "with swap" if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")) else "no swap accounting"
+    return CgroupPlan(1, memory, pids, f"cgroup v1: memory ({swap}) under {memory}, "
+                      + (f"pids under {pids}" if pids else "no pids controller"))
+
+
+def cgroup_plan() -> CgroupPlan:
+    """Where this machine lets us make per-worker cgroups (found once per process)."""
+    if not _cgroup_plans:
+        try:
+            plan = find_cgroups(Path("/proc/self/cgroup").read_text(), Path("/proc/self/mountinfo").read_text())
+        except (OSError, ValueError, IndexError) as error:
+            plan = CgroupPlan(None, None, None, f"cannot read our cgroups: {error}")
+        _cgroup_plans.append(plan)
+    return _cgroup_plans[0]
+
+
+def reap_stale_cgroups(plan: CgroupPlan) -> list[str]:
+    """Remove the worker cgroups (and probes) whose maker has ended without removing them
+    (a killed process); returns those that went. One that still holds a process (a worker
+    of that process not yet ended) stays for a later start."""
+    removed = []
+    for parent in {plan.memory_parent, plan.pids_parent} - {None}:
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            match = CGROUP_NAME.fullmatch(name)
+            if match is None:
+                continue
+            pid, started = match.group(1) or match.group(3), match.group(2) or match.group(4)
+            if _start_time(pid) == started:
+                continue  # its maker is alive: its own
+            try:
+                os.rmdir(os.path.join(parent, name))
+                removed.append(os.path.join(parent, name))
+            except OSError:
+                pass
+    return removed
+
+
+def _kill_cgroup_members(path: str) -> None:
+    """SIGKILL every process in a worker's cgroup (only runs of that worker join it)."""
+    try:
+        pids = Path(path, "cgroup.procs").read_text().split()
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            pidfd = os.pidfd_open(int(pid))
+        except OSError:
+            continue  # gone
+        try:
+            # Still listed after the pidfd was taken: the pidfd is that member, not a
+            # process that reused a freed pid.
+            if pid in Path(path, "cgroup.procs").read_text().split():
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+
+
+def _remove_cgroup(path: str, seconds: float = 2.0) -> bool:
+    """rmdir a worker's cgroup once no process is left in it (killing any that are:
+    runs of a worker closed mid-run); True when it is gone."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+        _kill_cgroup_members(path)
+        time.sleep(0.02)  # killed processes take a moment to leave
+
+
 def _default_hidden_paths(extra: Sequence[str]) -> list[str]:
     home = os.path.expanduser("~")
     return ["/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/mnt", "/media", "/srv", home, os.getcwd(), *extra]
@@ -151,12 +379,18 @@ def _default_hidden_paths(extra: Sequence[str]) -> list[str]:
 class Worker:
     """One zygote process. Not thread-safe: the Sandbox hands it to one thread at a time."""
 
-    def __init__(self, plan: IsolationPlan, config: SandboxConfig):
+    def __init__(self, plan: IsolationPlan, config: SandboxConfig, cgroups: CgroupPlan | None = None):
         self.plan, self.config = plan, config
         slot = next(_slots)
         self.uid = 100_000 + (os.getpid() % 32768) * 4096 + slot % 4096 if plan.switch_uid else None
         self._own_tmp: str | None = None
         self.unswept = False  # a run may have left processes the worker did not kill
+        self.memory_cgroup: str | None = None
+        self.pids_cgroup: str | None = None
+        self.cgroup_paths: list[str] = []  # what close() removes: one directory (v2) or one per hierarchy (v1)
+        directory_fds: dict[str, int] = {}
+        if cgroups is not None and cgroups.available:
+            directory_fds = self._make_cgroups(cgroups, slot)
         if plan.isolate_filesystem:
             tmp_root = "/tmp/microcoder-runs"
         else:
@@ -170,20 +404,31 @@ class Worker:
             "tmp_root": tmp_root,
             "private_ipc": "--ipc" in plan.command_prefix,
             "site_paths": [*site.getsitepackages(), site.getusersitepackages()],
+            "cgroup": {"version": cgroups.version, **directory_fds} if directory_fds else None,
         }
-        self.process = subprocess.Popen(
-            [*plan.command_prefix, sys.executable, *WORKER_FLAGS, str(ZYGOTE), json.dumps(zygote_config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            # Bind every symbol of the interpreter at start, in the worker: a run forked from
-            # it then never writes the lazily bound symbol table (each write a page copy).
-            # One string-hash seed for every worker, so that a program whose output follows
-            # set order gets the same verdict on every worker and every start. The worker
-            # drops both variables from the environment its runs see.
-            env={**RUN_ENVIRONMENT, "LD_BIND_NOW": "1", "PYTHONHASHSEED": "0"},
-            close_fds=True,
-            start_new_session=True,  # a Ctrl-C at our terminal is ours to handle, not the worker's
-        )
+        try:
+            self.process = subprocess.Popen(
+                [*plan.command_prefix, sys.executable, *WORKER_FLAGS, str(ZYGOTE), json.dumps(zygote_config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                # Bind every symbol of the interpreter at start, in the worker: a run forked from
+                # it then never writes the lazily bound symbol table (each write a page copy).
+                # One string-hash seed for every worker, so that a program whose output follows
+                # set order gets the same verdict on every worker and every start. The worker
+                # drops both variables from the environment its runs see.
+                env={**RUN_ENVIRONMENT, "LD_BIND_NOW": "1", "PYTHONHASHSEED": "0"},
+                close_fds=True,
+                # The cgroup directories, opened here: they name the host's cgroup mounts,
+                # which stay writable through them when the worker's own copies are read-only.
+                pass_fds=tuple(directory_fds.values()),
+                start_new_session=True,  # a Ctrl-C at our terminal is ours to handle, not the worker's
+            )
+        except BaseException:
+            self._remove_cgroups()
+            raise
+        finally:
+            for fd in directory_fds.values():
+                os.close(fd)
         try:
             hello, _ = read_message(self.process.stdout.fileno())
         except EOFError:
@@ -198,6 +443,41 @@ class Worker:
                 raise RuntimeError("isolation='full': the worker could not make its mounts read-only")
             warnings.warn("sandbox: the worker's mounts stay writable (Linux < 5.12?); runs can write "
                           "world-writable host directories such as /run/lock", RuntimeWarning, stacklevel=2)
+
+    def _make_cgroups(self, cgroups: CgroupPlan, slot: int) -> dict[str, int]:
+        """Make this worker's cgroups (the memory limit is set by the worker for each run,
+        `pids.max` here) and open their directories for the worker: {"memory_fd": fd,
+        "pids_fd": fd} (v2: one directory; pids_fd only where the controller is there)."""
+        name = f"microcoder-{_owner_tag()}-{slot}"
+        try:
+            self.memory_cgroup = os.path.join(cgroups.memory_parent, name)
+            os.mkdir(self.memory_cgroup, 0o755)
+            self.cgroup_paths.append(self.memory_cgroup)
+            if cgroups.version == 2:
+                self.pids_cgroup = self.memory_cgroup if cgroups.pids_parent else None
+                # No swap to push memory files out to, and a run's processes killed together.
+                for control, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                    if os.path.exists(os.path.join(self.memory_cgroup, control)):
+                        Path(self.memory_cgroup, control).write_text(value)
+            elif cgroups.pids_parent:
+                self.pids_cgroup = os.path.join(cgroups.pids_parent, name)
+                os.mkdir(self.pids_cgroup, 0o755)
+                self.cgroup_paths.append(self.pids_cgroup)
+            if self.pids_cgroup:
+                Path(self.pids_cgroup, "pids.max").write_text(str(self.config.max_processes))
+            fds = {"memory_fd": os.open(self.memory_cgroup, os.O_RDONLY | os.O_DIRECTORY)}
+            if cgroups.version == 1 and self.pids_cgroup:
+                fds["pids_fd"] = os.open(self.pids_cgroup, os.O_RDONLY | os.O_DIRECTORY)
+            return fds
+        except OSError as error:
+            self._remove_cgroups()
+            raise RuntimeError(f"sandbox: cannot make the worker's cgroup ({cgroups.description}): {error}") from error
+
+    def _remove_cgroups(self) -> None:
+        for path in reversed(self.cgroup_paths):
+            if not _remove_cgroup(path):
+                _unremoved_cgroups.add(path)  # tried again by the next worker and at exit
+        self.cgroup_paths = []
 
     @property
     def alive(self) -> bool:
@@ -235,6 +515,7 @@ class Worker:
             if kill:
                 subprocess.run([kill, "-9", "-1"], user=self.uid, env=RUN_ENVIRONMENT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        self._remove_cgroups()  # after the worker: only then can no run join them any more
         if self._own_tmp:
             shutil.rmtree(self._own_tmp, ignore_errors=True)
 
@@ -263,6 +544,12 @@ def classify(header: dict, stdout: bytes, stderr: bytes, time_limit_s: float,
         return "sandbox_error", f"the problem's prelude fails: {_last_line(stderr)[:300]}"
     if "C" not in status:
         return "sandbox_error", "the run ended before the program started: " + stderr.decode("utf-8", "replace")[-1000:]
+    if header.get("oom_kills") and not (exit_code == 0 and signum is None):
+        # The kernel killed a process of the run at the cgroup's limit: a fact, where the
+        # signal alone (below) is a guess. Its memory files count there, its address space not.
+        tail = _last_line(stderr)[:200]
+        return "memory_limit_exceeded", (f"limit {memory_limit_mb} MiB, memory files included: killed by the kernel "
+                                         f"at its memory cgroup's limit" + (f"; {tail}" if tail else ""))
     if header["wall_timeout"] or cpu > time_limit_s or signum in (signal.SIGPROF, signal.SIGXCPU):
         if header["wall_timeout"]:
             how = "stopped by the wall-clock backstop"
@@ -291,6 +578,7 @@ class Sandbox:
         config = config or SandboxConfig(workers=workers, isolation=isolation)  # type: ignore[arg-type]
         self.config = config
         self.plan = isolation_plan(config.isolation)
+        self.cgroups = self._cgroups(config.cgroup)
         self.size = config.workers or len(os.sched_getaffinity(0))
         # Idle workers (None: not started yet, started on first use). A thread gets back the
         # worker it used last when that one is idle, so the tests of a sample, run one after
@@ -310,14 +598,50 @@ class Sandbox:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    @staticmethod
+    def _cgroups(mode: str) -> CgroupPlan:
+        """The cgroup plan for `SandboxConfig.cgroup`; removes what killed processes left."""
+        global _warned_no_cgroup
+        if mode not in ("auto", "required", "off"):
+            raise ValueError(f"cgroup must be 'auto', 'required' or 'off', got {mode!r}")
+        if mode == "off":
+            return CgroupPlan(None, None, None, "off (SandboxConfig.cgroup)")
+        plan = cgroup_plan()
+        if not plan.available:
+            if mode == "required":
+                raise RuntimeError(f"cgroup='required': no memory cgroup can be made here ({plan.description})")
+            if not _warned_no_cgroup:
+                _warned_no_cgroup = True
+                warnings.warn(f"sandbox: no memory cgroup can be made here ({plan.description}); runs are bounded "
+                              "by rlimits alone, so a run can hold memory in memfds and tmpfs files beyond its "
+                              "memory limit until it ends (docs/sandbox.md)", RuntimeWarning, stacklevel=3)
+            return plan
+        reap_stale_cgroups(plan)
+        for path in list(_unremoved_cgroups):
+            if _remove_cgroup(path, seconds=0):
+                _unremoved_cgroups.discard(path)
+        return plan
+
     @property
     def run_uids(self) -> list[int]:
         """The uids runs of this sandbox's started workers use (empty when runs keep ours)."""
         with self._lock:
             return [worker.uid for worker in self._all if worker.uid is not None]
 
+    @property
+    def memory_cgroups(self) -> list[str]:
+        """The memory cgroup directory of each started worker (empty without cgroups)."""
+        with self._lock:
+            return [worker.memory_cgroup for worker in self._all if worker.memory_cgroup]
+
+    @property
+    def pids_cgroups(self) -> list[str]:
+        """The pids cgroup directory of each started worker (v2: its memory cgroup's)."""
+        with self._lock:
+            return [worker.pids_cgroup for worker in self._all if worker.pids_cgroup]
+
     def _start_worker(self) -> Worker:
-        worker = Worker(self.plan, self.config)
+        worker = Worker(self.plan, self.config, self.cgroups)
         with self._lock:
             self._all.append(worker)
         return worker
@@ -467,6 +791,8 @@ _open_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 def _close_open_sandboxes() -> None:
     for sandbox in list(_open_sandboxes):
         sandbox.close()
+    for path in list(_unremoved_cgroups):
+        _remove_cgroup(path)
 
 
-__all__ = ["Sandbox", "SandboxConfig", "ProgramRun", "STATUSES", "isolation_plan"]
+__all__ = ["Sandbox", "SandboxConfig", "ProgramRun", "STATUSES", "CgroupPlan", "cgroup_plan", "isolation_plan"]
