@@ -1,0 +1,166 @@
+"""MicroCoder-GRPO's advantage as a verl advantage estimator (`algorithm.adv_estimator=microcoder_grpo`).
+
+    A_i = group_advantage_i(r) * keep_i
+    keep_i = 0 when response i qualifies (truncated, non-incorrect, not a loop) and u_i < rho
+
+`microcoder_grpo_advantages` is the math, on plain tensors, calling the same pure functions
+our TRL trainer calls (`group_advantages`, `conditional_truncation_mask`);
+`compute_microcoder_grpo_advantage` is the estimator verl calls, with verl's signature;
+`register()` puts it in verl's registry (the `verl.plugins` entry point does that in every
+process that imports verl).
+
+What verl hands the estimator, and where the facts come from: `compute_advantage` passes
+token_level_rewards (B, L), response_mask (B, L), index (B,) (the prompt's uid) and config
+(the `algorithm` node). Whether each response qualifies, and whether it is unscorable,
+travels in the low bits of its reward (`score_bits`); the reward itself is the row's sum.
+
+Settings, under `algorithm.microcoder` (all optional):
+    rho   (0.3)   probability that a qualifying response is masked (the TRL default's value)
+    seed  (0)     seed of the mask's random draws (see below)
+    eps   (1e-6)  added to the group std (verl's GRPO and our trainer use 1e-6)
+and verl's own `algorithm.norm_adv_by_std_in_grpo` (true: divide by the group std; false:
+Dr. GRPO, no scaling).
+
+Groups: responses sharing a uid, wherever they sit in the batch (verl's balance_batch
+reorders rows); groups may differ in size. Each group's advantages are
+`group_advantages` of its rewards: unbiased std, unscorable (NaN) rewards out of the mean
+and std with advantage 0, and a group of one response gets 0. verl's own GRPO gives a
+lone response its raw reward (mean 0, std 1 for a group of one); ours follows our trainer.
+
+The mask's random draws: one U(0,1) per response, in batch row order, from a
+`torch.Generator` seeded with `seed` that lives in the process that computes advantages
+(verl's driver) and advances by B every call, as the TRL trainer's `mask_generator` does.
+So with the same seed, the same rows in the same order and the same number of earlier
+calls, both mask the same responses; the tests rely on it. verl does not checkpoint this
+generator: a resumed run restarts the stream at `seed` (our TRL trainer saves and restores
+its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from microcoder.algorithms import conditional_truncation_mask, group_advantages
+from microcoder.algorithms.masking import TruncationMask
+from microcoder.integrations.verl.score_bits import decode_scores
+
+ESTIMATOR_NAME = "microcoder_grpo"
+DEFAULT_RHO = 0.3
+DEFAULT_SEED = 0
+DEFAULT_EPS = 1e-6
+
+_mask_generators: dict[int, torch.Generator] = {}
+
+
+def mask_generator(seed: int) -> torch.Generator:
+    """This process's generator for the mask's draws under `seed`, created on first use."""
+    if seed not in _mask_generators:
+        _mask_generators[seed] = torch.Generator().manual_seed(seed)
+    return _mask_generators[seed]
+
+
+def reset_mask_generators() -> None:
+    """Forget every mask generator: the next call under a seed starts its stream afresh."""
+    _mask_generators.clear()
+
+
+def microcoder_grpo_advantages(
+    rewards: torch.Tensor,
+    qualifying: torch.Tensor,
+    group_ids: Sequence[Any],
+    rho: float,
+    generator: torch.Generator,
+    mode: str = "group_std",
+    eps: float = DEFAULT_EPS,
+) -> tuple[torch.Tensor, TruncationMask]:
+    """Group advantages times the conditional truncation mask's keep, for groups in any order.
+
+    Args:
+        rewards: (B,) float, NaN for an unscorable response.
+        qualifying: (B,) bool, truncated and non-incorrect and not repetitive.
+        group_ids: B hashable labels; rows with the same label form a group.
+        rho: probability that a qualifying response is masked.
+        generator: CPU generator for the B uniform draws (one per row, row order).
+        mode, eps: as `group_advantages`.
+
+    Returns:
+        (advantages (B,) float, never NaN; the TruncationMask). The mask's
+        truncated_fraction is the qualifying fraction here: the reward side has already
+        combined truncation with the other two conditions.
+    """
+    if rewards.dim() != 1 or qualifying.shape != rewards.shape or len(group_ids) != rewards.numel():
+        raise ValueError(f"rewards {tuple(rewards.shape)}, qualifying {tuple(qualifying.shape)} and "
+                         f"{len(group_ids)} group ids must all describe the same B responses")
+    if not rewards.is_floating_point():
+        rewards = rewards.to(torch.float32)
+    rows_of: dict[Any, list[int]] = {}
+    for row, group in enumerate(group_ids):
+        rows_of.setdefault(group, []).append(row)
+    advantages = torch.zeros_like(rewards)
+    for rows in rows_of.values():
+        rows_t = torch.tensor(rows)
+        advantages[rows_t] = group_advantages(rewards[rows_t], len(rows), mode, eps)
+    flags = qualifying.to(torch.bool)
+    mask = conditional_truncation_mask(flags, torch.ones_like(flags), torch.zeros_like(flags), rho, generator)
+    return advantages * mask.keep.to(advantages.dtype), mask
+
+
+def settings_from_config(config: Any) -> dict[str, Any]:
+    """rho, seed, eps and the advantage mode from verl's `algorithm` config (a DictConfig,
+    an AlgoConfig or None); refuses a KL penalty in the reward, which overwrites the bits."""
+    def get(node: Any, key: str, default: Any) -> Any:
+        if node is None:
+            return default
+        value = node.get(key, default) if hasattr(node, "get") else getattr(node, key, default)
+        return default if value is None else value
+
+    if get(config, "use_kl_in_reward", False):
+        raise ValueError(f"{ESTIMATOR_NAME} needs algorithm.use_kl_in_reward=false: the KL penalty is added to "
+                         "the reward and erases the truncation mask's facts (MicroCoder-GRPO uses no KL at all)")
+    ours = get(config, "microcoder", None)
+    settings = {
+        "rho": float(get(ours, "rho", DEFAULT_RHO)),
+        "seed": int(get(ours, "seed", DEFAULT_SEED)),
+        "eps": float(get(ours, "eps", DEFAULT_EPS)),
+        "mode": "group_std" if get(config, "norm_adv_by_std_in_grpo", True) else "none",
+    }
+    if not 0.0 <= settings["rho"] <= 1.0:
+        raise ValueError(f"algorithm.microcoder.rho must be in [0, 1], got {settings['rho']}")
+    return settings
+
+
+def compute_microcoder_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Sequence[Any],
+    config: Any = None,
+    **_: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's estimator interface: (advantages, returns), both (B, L), equal, zero off the response.
+
+    Args:
+        token_level_rewards: (B, L) float32; each row sums to the coded reward.
+        response_mask: (B, L), 1 on response tokens.
+        index: (B,) group uids (a numpy object array in verl).
+        config: verl's `algorithm` config; see the module docstring.
+    Other arguments verl may pass (reward_baselines, ...) are ignored.
+    """
+    settings = settings_from_config(config)
+    with torch.no_grad():
+        scores = token_level_rewards.detach().to("cpu", torch.float32).sum(dim=-1)  # (B,): zeros + one reward, exact
+        rewards, qualifying, _ = decode_scores(scores)
+        advantages, _ = microcoder_grpo_advantages(
+            rewards, qualifying, list(index), settings["rho"], mask_generator(settings["seed"]),
+            settings["mode"], settings["eps"])
+        per_token = advantages.to(token_level_rewards.device).unsqueeze(-1) * response_mask  # (B, L)
+    return per_token, per_token
+
+
+def register() -> None:
+    """Register the estimator in verl's registry under ESTIMATOR_NAME (idempotent)."""
+    from verl.trainer.ppo.core_algos import register_adv_est
+
+    register_adv_est(ESTIMATOR_NAME)(compute_microcoder_grpo_advantage)

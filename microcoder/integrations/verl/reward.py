@@ -1,0 +1,128 @@
+"""A reward function for verl's reward loop (`reward.custom_reward_function`), judged by our evaluator.
+
+verl 0.9.1 loads it in every reward-loop worker (a Ray actor; `reward.num_workers` of
+them) with `load_extern_object(path, name)` and its reward manager calls it once per
+response as
+
+    compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=..., **reward_kwargs)
+
+`solution_str` is the response decoded with special tokens skipped; `ground_truth` is the
+row's `reward_model.ground_truth`; `extra_info` is the row's `extra_info` column (plus
+verl's `num_turns` and `rollout_reward_scores`); `reward_kwargs` come from
+`reward.custom_reward_function.reward_kwargs`. A synchronous function like this one runs
+in the worker's default thread pool, so several calls overlap: the evaluator below is
+thread-safe and shared by them.
+
+What `ground_truth` must hold: one problem of ours as JSON (`Problem.model_dump_json()`,
+the format of docs/formats.md: kind, tests, entry_point for call problems, limits,
+checker). `microcoder.integrations.verl.data` writes such parquet files from a problems
+JSONL.
+
+What it returns (every key lands in verl's reward_extra_info, one value per response):
+    score         1.0 if the program passed every test, else 0.0 (0.0 for judge_error too)
+    acc           the same, under the name verl's metrics and DAPO's filter_groups use
+    verdict       the evaluator's verdict (accepted, wrong_answer, ..., no_code, judge_error)
+    non_incorrect not judged wrong: accepted or no_code (the mask's condition)
+    unscorable    judge_error: a broken problem or a sandbox fault, never the model's doing
+and, when `MicroCoderRewardManager` passed the response's tokens in
+`extra_info["microcoder"]` ({"response_ids": [...], "truncated": bool}):
+    truncated     reached the response length limit without EOS
+    repetitive    its last repetition_m tokens repeat the repetition_m before them
+    qualifying    truncated and non_incorrect and not repetitive: what the mask may mask
+
+verl's plain `naive` manager passes no tokens, so there is no truncation fact: the score
+is then fine for GRPO and DAPO, but the `microcoder_grpo` estimator refuses it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import threading
+from typing import Any
+
+from microcoder.algorithms.masking import is_repetitive, non_incorrect
+from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+from microcoder.problems import Problem
+
+# The paper's m; the TRL presets use 32 for their 128-token responses.
+DEFAULT_REPETITION_M = 128
+
+_evaluator: Evaluator | None = None
+_evaluator_config: EvaluatorConfig | None = None
+_evaluator_lock = threading.Lock()
+
+
+def shared_evaluator(config: EvaluatorConfig) -> Evaluator:
+    """The process's one Evaluator, started on first use and closed at exit.
+
+    Every call in a reward-loop worker shares its pool of sandbox workers, so no call pays
+    for starting processes. The first call's config wins; a later call asking for a
+    different one is a ValueError (two pools in one worker would oversubscribe its cores).
+    """
+    global _evaluator, _evaluator_config
+    with _evaluator_lock:
+        if _evaluator is None:
+            _evaluator = Evaluator(config)
+            _evaluator_config = config
+        elif config != _evaluator_config:
+            raise ValueError(f"this process's evaluator was built with {_evaluator_config}; "
+                             f"a call asked for {config} (reward_kwargs must be the same for every call)")
+        return _evaluator
+
+
+@atexit.register
+def close_shared_evaluator() -> None:
+    """Close the shared Evaluator (its sandbox workers); the next call starts a new one."""
+    global _evaluator, _evaluator_config
+    with _evaluator_lock:
+        evaluator, _evaluator, _evaluator_config = _evaluator, None, None
+    if evaluator is not None:
+        evaluator.close()
+
+
+def parse_ground_truth(ground_truth: str) -> Problem:
+    """The Problem a `ground_truth` string holds (cached: a prompt's G responses share it)."""
+    if not isinstance(ground_truth, str):
+        raise TypeError(f"ground_truth must be a Problem as a JSON string, got {type(ground_truth).__name__}")
+    return _parse_problem(ground_truth)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_problem(ground_truth: str) -> Problem:
+    return Problem.model_validate_json(ground_truth)
+
+
+def mask_facts(verdict: str, response_ids: list[int], truncated: bool, repetition_m: int) -> dict[str, bool]:
+    """The conditional truncation mask's facts for one response, as our TRL trainer decides them."""
+    repetitive = is_repetitive(response_ids, repetition_m)
+    qualifying = truncated and non_incorrect(verdict) and not repetitive
+    return {"truncated": truncated, "repetitive": repetitive, "qualifying": qualifying}
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, *,
+                  evaluator_workers: int = 0, mode: str = "robust", time_limit_scale: float = 1.0,
+                  repetition_m: int = DEFAULT_REPETITION_M, **_: Any) -> dict[str, Any]:
+    """Judge one response; see the module docstring for the arguments and the returned keys.
+
+    Keyword settings (from `reward.custom_reward_function.reward_kwargs`):
+        evaluator_workers: sandbox workers of this process's evaluator (0: one per usable
+            core; with several reward-loop workers on one machine, give each its share).
+        mode: "robust" (our comparison rules) or "strict" (LiveCodeBench's).
+        time_limit_scale: multiplies every test's CPU limit (> 1 on slower machines).
+        repetition_m: the repetition window m in tokens.
+    Other keyword arguments verl may pass (reward_router_address, ...) are ignored.
+    """
+    problem = parse_ground_truth(ground_truth)
+    evaluator = shared_evaluator(EvaluatorConfig(workers=evaluator_workers, mode=mode,
+                                                 time_limit_scale=time_limit_scale))
+    result = evaluator.evaluate({problem.id: problem}, [Sample(problem.id, response=solution_str)])[0]
+    verdict = result.verdict
+    unscorable = verdict == "judge_error"
+    score = 0.0 if unscorable else float(result.reward)
+    out: dict[str, Any] = {"score": score, "acc": score, "verdict": verdict,
+                           "non_incorrect": non_incorrect(verdict), "unscorable": unscorable}
+    tokens = (extra_info or {}).get("microcoder")
+    if tokens is not None:
+        out.update(mask_facts(verdict, list(tokens["response_ids"]), bool(tokens["truncated"]), repetition_m))
+    return out
