@@ -1,0 +1,42 @@
+"""Our problems JSONL as verl's parquet: the rows verl reads, and a ground truth that judges back."""
+
+import json
+
+import pytest
+
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (the data extra or verl brings it)")
+
+from microcoder.integrations.verl import reward  # noqa: E402
+from microcoder.integrations.verl.data import main  # noqa: E402
+from microcoder.problems import read_problems  # noqa: E402
+from microcoder.training.prompts import build_messages  # noqa: E402
+from tests.helpers import call_problem, stdin_problem  # noqa: E402
+
+
+def test_problems_become_verl_rows_whose_ground_truth_judges(tmp_path, capsys):
+    problems = [stdin_problem([("1 2\n", "3\n")], problem_id="src/sum", source="src", time_limit_s=1.5),
+                call_problem([("[1, 2]", "3")], entry_point="total", problem_id="src/total", source="src")]
+    source = tmp_path / "problems.jsonl"
+    source.write_text("".join(problem.model_dump_json() + "\n" for problem in problems))
+    main([str(source), "--out", str(tmp_path / "out" / "train.parquet"), "--split", "train"])
+    assert "wrote 2 rows" in capsys.readouterr().out
+
+    rows = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
+    assert [row["data_source"] for row in rows] == ["microcoder/src", "microcoder/src"]
+    assert [row["extra_info"] for row in rows] == [{"split": "train", "index": 0, "problem_id": "src/sum"},
+                                                   {"split": "train", "index": 1, "problem_id": "src/total"}]
+    for row, problem in zip(rows, read_problems(source)):
+        assert row["prompt"] == build_messages(problem) and row["ability"] == "code"
+        assert row["reward_model"]["style"] == "rule"
+        assert reward.parse_ground_truth(row["reward_model"]["ground_truth"]) == problem
+        assert json.loads(row["reward_model"]["ground_truth"])["kind"] == problem.kind
+
+    answers = ["```python\na, b = map(int, input().split())\nprint(a + b)\n```",
+               "```python\ndef total(xs):\n    return sum(xs)\n```"]
+    try:
+        for row, answer in zip(rows, answers):
+            result = reward.compute_score(row["data_source"], answer, row["reward_model"]["ground_truth"],
+                                          row["extra_info"], evaluator_workers=1)
+            assert result["verdict"] == "accepted"
+    finally:
+        reward.close_shared_evaluator()
