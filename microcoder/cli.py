@@ -27,7 +27,8 @@ def evaluate(
     workers: int = typer.Option(0, help="Parallel runs; 0 = one per usable core."),
     mode: str = typer.Option("robust", help="robust (our rules) or strict (LiveCodeBench's rules)."),
     all_tests: bool = typer.Option(False, "--all-tests", help="Run every test, not stopping at the first failure."),
-    time_limit: float = typer.Option(2.0, help="CPU seconds per test when a problem sets none."),
+    time_limit: float = typer.Option(2.0, help="CPU seconds per test when a problem sets none (a problem's time_limit_s, e.g. from its reference solution, wins)."),
+    time_limit_scale: float = typer.Option(1.0, help="Multiply every test's CPU limit (the problem's or --time-limit) by this, e.g. 2 on a machine twice as slow as the one the limits were measured on."),
     memory_limit: int = typer.Option(1024, help="MiB of address space per test when a problem sets none."),
     resume: bool = typer.Option(False, "--resume", help="Keep rows already in --out; judge only the rest."),
 ) -> None:
@@ -38,7 +39,7 @@ def evaluate(
     console = Console()
     try:
         config = EvaluatorConfig(workers=workers, mode=mode, all_tests=all_tests, time_limit_s=time_limit,  # type: ignore[arg-type]
-                                 memory_limit_mb=memory_limit)
+                                 time_limit_scale=time_limit_scale, memory_limit_mb=memory_limit)
         run_evaluate(EvaluateJob(problems, samples, out, resume, config), console)
     except (ProblemFormatError, ValueError, FileNotFoundError, KeyError) as error:
         console.print(f"[red]error:[/red] {error}")

@@ -197,12 +197,57 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
         checkers["reference solution (passed validate)"] += "reference_solution" in problem.metadata
     lines += ["## Checkers and references", "", "| | problems |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in checkers.items()] + [""]
+    lines += time_limit_section(problems, config)
     eval_sets = (manifests.get("decontaminate") or {}).get("extra", {}).get("eval_sets", {})
     if eval_sets:
         lines += ["## Evaluation sets decontaminated against", "", "| set | problems |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in eval_sets.items()] + [""]
     (out_dir / "datasheet.md").write_text("\n".join(lines) + "\n")
     return ["sources.png", "difficulty.png"]
+
+
+def time_limit_bucket(limit: float | None, floor_s: float, cap_s: float) -> str:
+    """A histogram label for a per-test limit: at the floor, at the cap, or a band between
+    (edges at doublings of the floor)."""
+    if limit is None:
+        return "none (the judge's default)"
+    if limit == floor_s:
+        return f"{floor_s:g} s (the floor)"
+    if limit == cap_s:
+        return f"{cap_s:g} s (the cap)"
+    low = floor_s if limit > floor_s else 0.0
+    while low * 2 < limit and low * 2 < cap_s:
+        low *= 2
+    high = min(low * 2, cap_s) if low else floor_s
+    return f"{low:g}-{high:g} s"
+
+
+def time_limit_section(problems: list[Problem], config: PipelineConfig) -> list[str]:
+    """Where each problem's per-test CPU limit came from, and their distribution."""
+    settings = config.validate
+    floor_s, cap_s = settings.time_limit_floor_s, settings.time_limit_cap_s
+    origin = Counter(p.metadata.get("time_limit_from", "default") for p in problems)
+    lines = ["## Time limits", ""]
+    if origin["reference"]:
+        lines += [f"Per-test CPU limits (`time_limit_s`) from each reference solution's slowest test: "
+                  f"{settings.time_limit_multiple:g} x its CPU time, rounded up to 0.01 s, within "
+                  f"[{floor_s:g} s, {cap_s:g} s] (`validate.time_limit_*`; the defaults are measured in "
+                  "docs/data_pipeline.md, \"Time limits\", which also counts the verdicts they change).", ""]
+    lines += [f"{origin['reference']} problems have a limit from their reference, {origin['source']} keep "
+              f"their source's, {origin['default']} have none (the judge's default applies: `microcoder "
+              "evaluate --time-limit`, training's `reward_time_limit_s`).", ""]
+    buckets = Counter(time_limit_bucket(p.time_limit_s, floor_s, cap_s) for p in problems
+                      if p.metadata.get("time_limit_from", "default") != "source")
+    order = lambda label: (label.startswith("none"), float(label.split("-")[0].split(" ")[0]) if label[0].isdigit() else 0)  # noqa: E731
+    lines += ["| limit per test | problems |", "|---|---:|"]
+    lines += [f"| {label} | {count} |" for label, count in sorted(buckets.items(), key=lambda kv: order(kv[0]))]
+    lines.append("")
+    slowest = sorted(max(p.metadata["reference_cpu_s"]) for p in problems if p.metadata.get("reference_cpu_s"))
+    if slowest:
+        pick = lambda q: slowest[min(len(slowest) - 1, int(q * len(slowest)))]  # noqa: E731
+        lines += [f"The references' slowest test, CPU seconds: median {pick(0.5):.4f}, 90th percentile "
+                  f"{pick(0.9):.4f}, 99th {pick(0.99):.3f}, max {slowest[-1]:.3f} ({len(slowest)} problems).", ""]
+    return lines
 
 
 def _source_of_ids(config: PipelineConfig) -> dict[str, str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -37,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.data.loaders import Reject
-from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, read_problems
+from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, parse_problems
 
 STAGES = ("ingest", "validate", "dedup", "decontaminate", "difficulty", "export")
-PIPELINE_VERSION = 3
+PIPELINE_VERSION = 4
 """Part of every stage's config hash: bump when a stage's behaviour changes."""
 
 
@@ -77,6 +78,30 @@ class ValidateConfig:
     """Run `metadata.reference_solution` through the evaluator; drop problems it fails."""
     batch_size: int = 50
     """Problems per evaluator call; verdicts are cached after each batch."""
+    time_limits_from_reference: bool = True
+    """Set the `time_limit_s` of each problem whose reference passes to
+    time_limit_multiple x its slowest test's CPU time, within [floor, cap] (validate.py);
+    problems without a reference keep the source's limit, or none (the judge's default)."""
+    time_limit_multiple: float = 3.0
+    """Limit / the reference's slowest test. A rerun of a reference takes up to 1.3x
+    its recorded time on the loaded 2-core VMs (docs/data_pipeline.md, "Time limits")."""
+    time_limit_floor_s: float = 1.0
+    """The least limit, so a test whose reference takes a millisecond still leaves room
+    for a correct program with more start-up or a worse constant."""
+    time_limit_cap_s: float = 6.0
+    """The greatest limit: what one infinite loop may cost per test."""
+
+    def __post_init__(self) -> None:
+        for name in ("time_limit_multiple", "time_limit_floor_s", "time_limit_cap_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"validate.{name} must be a positive number, got {value!r}")
+        if self.time_limit_multiple < 1:
+            raise ValueError(f"validate.time_limit_multiple must be at least 1 (the reference must pass its own "
+                             f"limit), got {self.time_limit_multiple!r}")
+        if self.time_limit_floor_s > self.time_limit_cap_s:
+            raise ValueError(f"validate.time_limit_floor_s ({self.time_limit_floor_s}) is above "
+                             f"validate.time_limit_cap_s ({self.time_limit_cap_s})")
 
 
 @dataclass
@@ -159,7 +184,8 @@ class PipelineConfig:
     workers: int = 2
     """Sandbox workers for recording tests, reference runs and pass rates."""
     time_limit_s: float = 4.0
-    """CPU seconds per test for reference runs and model samples (judges' limits are set for C++)."""
+    """CPU seconds per test for reference runs (the most a reference may take), and for model
+    samples on problems with no limit of their own (judges' limits are set for C++)."""
     progress: bool = True
     """Show a progress bar per stage."""
     validate: ValidateConfig = field(default_factory=ValidateConfig)
@@ -278,7 +304,8 @@ class StageContext:
         if self._evaluator is None:
             from microcoder.evaluator import Evaluator, EvaluatorConfig
 
-            self._evaluator = Evaluator(EvaluatorConfig(workers=self.config.workers, time_limit_s=self.config.time_limit_s))
+            self._evaluator = Evaluator(EvaluatorConfig(workers=self.config.workers, time_limit_s=self.config.time_limit_s,
+                                                        record_test_cpu=True))
         return self._evaluator
 
     def close(self) -> None:
@@ -343,7 +370,10 @@ def read_stage_problems(path: Path, stage: str) -> tuple[list[Problem], list[Rej
     def on_error(error: ProblemFormatError) -> None:
         rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
 
-    return read_problems(path, on_error=on_error), rejects
+    from microcoder.evaluator.evaluate import with_checked_time_limits
+
+    rows = with_checked_time_limits(iter_jsonl(path, on_error), path, on_error)
+    return parse_problems(rows, path, on_error), rejects
 
 
 # ------------------------------------------------------------------------ running

@@ -13,9 +13,16 @@ Per problem, in order:
    `metadata.checker_inferred = "statement"`. Stdin statements that accept several
    answers or are interactive (`loaders.unjudgeable_statement`) are removed: equality cannot judge them.
 3. Reference. `metadata.reference_solution` runs through the evaluator on every test;
-   a problem whose reference is not accepted is removed with the verdict. Verdicts are
-   cached by content under `validate/reference_verdicts.jsonl` after each batch, so an
-   interrupted run loses at most one batch.
+   a problem whose reference is not accepted is removed with the verdict. Verdicts and
+   each test's CPU time are cached by content under `validate/reference_verdicts.jsonl`
+   after each batch, so an interrupted run loses at most one batch.
+4. Time limit. A problem whose reference passed gets `metadata.reference_cpu_s` (CPU
+   seconds of each test's run, in test order) and `time_limit_s` =
+   `time_limit_multiple` x its slowest test, rounded up to 0.01 s, within
+   [`time_limit_floor_s`, `time_limit_cap_s`] (`time_limit_from_reference`), as judges
+   set a limit from the author's solution. Others keep the source's limit, or none (the
+   judge's default applies). `metadata.time_limit_from` says which: `reference`,
+   `source` or `default`.
 
 The input-format check is deliberately cheap and narrow (choices of ours): it reads
 only the first input line, from two statement styles. Codeforces: "The first line
@@ -29,13 +36,15 @@ statements in any other style are not checked.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from typing import Any
 
 from microcoder.data.literals import NotRepresentable, find_signature
 from microcoder.data.loaders import Reject, _stdin_checker, signature_misfit, unjudgeable_statement
-from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.data.pipeline import (PipelineConfig, Removal, StageContext, StageOutput, ValidateConfig, read_json_lines,
+                                      sha256_of)
 from microcoder.problems import Problem, TestCase
 
 _COUNT_WORDS = {"a single": 1, "one": 1, "an": 1, "a": 1, "exactly one": 1, "two": 2, "three": 3, "four": 4,
@@ -166,6 +175,16 @@ def reference_key(problem: Problem) -> str:
                      problem.time_limit_s, problem.memory_limit_mb)
 
 
+def time_limit_from_reference(test_cpu_seconds: list[float], multiple: float, floor_s: float, cap_s: float) -> float:
+    """CPU seconds per test for a problem whose reference took `test_cpu_seconds` (one per
+    test): `multiple` x the slowest, rounded up to 0.01 s, then clamped to [floor_s, cap_s].
+    Pure. E.g. slowest 0.1234 s, multiple 3: 0.3702 -> 0.38, below a 1 s floor -> 1.0."""
+    if not test_cpu_seconds:
+        raise ValueError("no test times: a limit needs at least one reference run")
+    scaled = math.ceil(round(multiple * max(test_cpu_seconds) * 100, 6)) / 100
+    return min(cap_s, max(floor_s, scaled))
+
+
 def validate(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
     settings = config.validate
     kept: list[Problem] = []
@@ -208,8 +227,9 @@ def validate(problems: list[Problem], config: PipelineConfig, context: StageCont
                 rejects.append(Reject(input_path, row, "(validate)", "validate error", f"{type(error).__name__}: {error}",
                                       problem.id))
 
+    timings: dict[str, list[float]] = {}
     if settings.run_references:
-        failed = _reference_verdicts(kept, config, context)
+        failed, timings = _reference_verdicts(kept, config, context)
         survivors = []
         for problem in kept:
             verdict = failed.get(problem.id)
@@ -218,19 +238,59 @@ def validate(problems: list[Problem], config: PipelineConfig, context: StageCont
             else:
                 remove(problem, "reference fails its tests", verdict)
         kept = survivors
+    for problem in kept:
+        times = timings.get(problem.id)
+        if times is not None:
+            problem.metadata["reference_cpu_s"] = times
+        if times is not None and settings.time_limits_from_reference:
+            problem.time_limit_s = time_limit_from_reference(times, settings.time_limit_multiple,
+                                                             settings.time_limit_floor_s, settings.time_limit_cap_s)
+            problem.metadata["time_limit_from"] = "reference"
+        else:
+            problem.metadata["time_limit_from"] = "source" if problem.time_limit_s is not None else "default"
     with_reference = sum("reference_solution" in p.metadata for p in kept)
-    return StageOutput(kept, removals, rejects, extra={"references_passed": with_reference})
+    return StageOutput(kept, removals, rejects, extra={"references_passed": with_reference,
+                                                       "time_limits": time_limit_summary(kept, settings)})
 
 
-def _reference_verdicts(problems: list[Problem], config: PipelineConfig, context: StageContext) -> dict[str, str]:
-    """{problem id: 'verdict: detail'} for each problem whose reference is not accepted."""
+def time_limit_summary(problems: list[Problem], settings: ValidateConfig) -> dict[str, Any]:
+    """For the manifest and datasheet: where limits came from, how many sit at the floor or
+    the cap, and the distribution of limits and of references' slowest tests."""
+    from_counts = Counter(p.metadata.get("time_limit_from", "default") for p in problems)
+    derived = [p for p in problems if p.metadata.get("time_limit_from") == "reference"]
+    slowest = sorted(max(p.metadata["reference_cpu_s"]) for p in derived)
+    limits = sorted(p.time_limit_s for p in derived)
+
+    def quantiles(values: list[float]) -> dict[str, float]:
+        if not values:
+            return {}
+        pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
+        return {"min": values[0], "p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": values[-1]}
+
+    return {
+        "rule": {"multiple": settings.time_limit_multiple, "floor_s": settings.time_limit_floor_s,
+                 "cap_s": settings.time_limit_cap_s},
+        "from": dict(from_counts),
+        "at_floor": sum(limit == settings.time_limit_floor_s for limit in limits),
+        "at_cap": sum(limit == settings.time_limit_cap_s for limit in limits),
+        "limit_s": quantiles(limits),
+        "reference_slowest_test_s": quantiles(slowest),
+    }
+
+
+def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
+                        context: StageContext) -> tuple[dict[str, str], dict[str, list[float]]]:
+    """({problem id: 'verdict: detail'} for each problem whose reference is not accepted,
+    {problem id: CPU seconds of each test} for each whose reference is)."""
     from microcoder.evaluator import Sample
 
     cache_path = config.stage_dir("validate") / "reference_verdicts.jsonl"
-    cache: dict[str, dict[str, Any]] = {record["key"]: record for record in read_json_lines(cache_path)}
+    cache: dict[str, dict[str, Any]] = {record["key"]: record for record in read_json_lines(cache_path)
+                                        if record.get("verdict") != "accepted" or "test_cpu_s" in record}
     todo = [p for p in problems if isinstance(p.metadata.get("reference_solution"), str)]
     keys = {p.id: reference_key(p) for p in todo}
     failed: dict[str, str] = {}
+    timings: dict[str, list[float]] = {}
     pending = [p for p in todo if keys[p.id] not in cache]
     with context.progress("validate: reference solutions", len(todo)) as advance:
         advance(len(todo) - len(pending))
@@ -244,6 +304,8 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig, context
                     record = {"key": keys[problem.id], "id": problem.id, "verdict": result.verdict,
                               "detail": result.detail[:300], "tests_passed": result.tests_passed,
                               "tests_total": result.tests_total}
+                    if result.verdict == "accepted":  # every test ran; 0.1 ms is below the noise
+                        record["test_cpu_s"] = [round(seconds, 4) for seconds in result.test_cpu_seconds]
                     cache[record["key"]] = record
                     handle.write(json.dumps(record) + "\n")
     for problem in todo:
@@ -251,4 +313,6 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig, context
         if record["verdict"] != "accepted":
             failed[problem.id] = (f"{record['verdict']} after {record['tests_passed']}/{record['tests_total']} tests"
                                   + (f": {record['detail']}" if record["detail"] else ""))
-    return failed
+        else:
+            timings[problem.id] = record["test_cpu_s"]
+    return failed, timings

@@ -11,8 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from microcoder.evaluator.evaluate import EvaluationResult, Evaluator, EvaluatorConfig, Sample, read_samples, summarize
-from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, read_problems
+from microcoder.evaluator.evaluate import (EvaluationResult, Evaluator, EvaluatorConfig, Sample, read_problems_checked,
+                                          read_samples, summarize)
+from microcoder.problems import Problem, ProblemFormatError, iter_jsonl
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def run_evaluate(job: EvaluateJob, console: Console | None = None) -> dict:
         else:
             if job.samples is None:
                 raise ValueError("--samples is required with --problems")
-            problems, samples = read_problems(job.problems), read_samples(str(job.samples))
+            problems, samples = read_problems_checked(job.problems), read_samples(str(job.samples))
         done, previous = _done_keys(job.out) if job.resume and job.out.exists() else (set(), [])
         counts: dict[str, int] = {}
         keyed = []
@@ -73,8 +74,12 @@ def run_evaluate(job: EvaluateJob, console: Console | None = None) -> dict:
             counts[sample.problem_id] = counts.get(sample.problem_id, 0) + 1
         todo = [sample for key, sample in keyed if key not in done]
         todo_keys = [key for key, _ in keyed if key not in done]
+        own_limits = sum(problem.time_limit_s is not None for problem in problems)
+        scale = job.evaluator.time_limit_scale
         console.print(f"{len(problems)} problems, {len(samples)} samples, {len(todo)} to judge "
-                      f"({evaluator.sandbox.size} workers, isolation: {evaluator.sandbox.plan.description})")
+                      f"({evaluator.sandbox.size} workers, isolation: {evaluator.sandbox.plan.description}); "
+                      f"time limits: {own_limits} problems set their own, the rest {job.evaluator.time_limit_s} s"
+                      + (f", all x{scale}" if scale != 1 else ""))
         job.out.parent.mkdir(parents=True, exist_ok=True)
         with open(job.out, "a" if job.resume else "w", encoding="utf-8") as handle, Progress(
             TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console

@@ -14,15 +14,16 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from microcoder.algorithms.pass_at_k import mean_pass_at_k
 from microcoder.evaluator.compare import judge_call, judge_stdout
 from microcoder.evaluator.extract import extract_code
 from microcoder.evaluator.sandbox import ProgramRun, Sandbox, SandboxConfig
-from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl
+from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl, parse_problems
 
 VERDICTS = (
     "accepted",
@@ -62,17 +63,60 @@ class EvaluatorConfig:
     all_tests: bool = False
     """Run every test even after one fails (slower; gives exact tests_passed)."""
     time_limit_s: float = 2.0
-    """CPU seconds per test when the problem sets none."""
+    """CPU seconds per test when the problem sets none (`Problem.time_limit_s` wins)."""
+    time_limit_scale: float = 1.0
+    """Every test's CPU limit (the problem's, else `time_limit_s`) is multiplied by this:
+    > 1 on a machine slower than the one the problems' limits were measured on."""
     memory_limit_mb: int = 1024
     """Address-space limit per test when the problem sets none."""
     output_limit_mb: float = 32
     """stdout cap per test; more is `output_limit_exceeded`."""
     isolation: Literal["auto", "full", "none"] = "auto"
     """See microcoder.evaluator.sandbox."""
+    record_test_cpu: bool = False
+    """Fill `EvaluationResult.test_cpu_seconds` (the CPU time of each test run); off by
+    default, as it adds one number per test to every result row."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("robust", "strict"):
             raise ValueError(f"mode must be 'robust' or 'strict', got {self.mode!r}")
+        for name in ("time_limit_s", "time_limit_scale"):
+            problem = time_limit_error(getattr(self, name))
+            if problem:
+                raise ValueError(f"{name} {problem}")
+
+
+def time_limit_error(value: object) -> str | None:
+    """Why `value` is not a usable time limit or scale (a positive, finite number), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number of seconds, got {value!r}"
+    if not math.isfinite(value) or value <= 0:
+        return f"must be positive and finite, got {value!r}"
+    return None
+
+
+def with_checked_time_limits(
+    rows: Iterable[tuple[int, Any]], path: str | Path, on_error: Callable[[ProblemFormatError], None] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """The (row, record) pairs of a problems file, less those whose `time_limit_s` is set
+    but not a positive finite number: each raises a ProblemFormatError naming file, row
+    and field, or with `on_error` is passed to it and skipped. (`Problem` itself reads
+    0, negatives, nan and `true` as numbers; a zero limit would time out every run.)"""
+    for row, record in rows:
+        limit = record.get("time_limit_s") if isinstance(record, dict) else None
+        problem = time_limit_error(limit) if limit is not None else None
+        if problem:
+            failure = ProblemFormatError(path, row, "time_limit_s", problem)
+            if on_error is None:
+                raise failure
+            on_error(failure)
+            continue
+        yield row, record
+
+
+def read_problems_checked(path: str | Path) -> list[Problem]:
+    """`read_problems`, with each row's `time_limit_s` checked as above."""
+    return parse_problems(with_checked_time_limits(iter_jsonl(path), path), path)
 
 
 @dataclass
@@ -100,6 +144,10 @@ class EvaluationResult:
     detail: str = ""
     cpu_seconds: float = 0.0
     """CPU time of the sample's runs (its programs, not the judge)."""
+    test_cpu_seconds: list[float | None] | None = None
+    """With `EvaluatorConfig.record_test_cpu`: the CPU seconds of each test's run, in test
+    order, None for a test not run (after an earlier failure); else None. A timeout's
+    entry is what the kernel accounted when the run was stopped, a little over its limit."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -142,8 +190,17 @@ class Evaluator:
         """This evaluator's workers judging in `mode` (no new processes; close the original only)."""
         if mode == self.config.mode:
             return self
+        return self.with_options(mode=mode)
+
+    def with_options(self, **changes) -> Evaluator:
+        """This evaluator's workers under its config with `changes` (e.g. `record_test_cpu=True`,
+        `time_limit_scale=2`); no new processes, close the original only. `workers` and
+        `isolation` belong to the running workers and cannot change."""
+        fixed = sorted({"workers", "isolation"} & set(changes))
+        if fixed:
+            raise ValueError(f"{fixed} cannot change on a running evaluator; build a new one")
         view = copy.copy(self)
-        view.config = dataclasses.replace(self.config, mode=mode)
+        view.config = dataclasses.replace(self.config, **changes)
         return view
 
     def evaluate(
@@ -165,6 +222,9 @@ class Evaluator:
             problem = by_id.get(sample.problem_id)
             if problem is None:
                 raise KeyError(f"sample {position}: unknown problem_id {sample.problem_id!r}")
+            if problem.time_limit_s is not None and time_limit_error(problem.time_limit_s):
+                raise ValueError(f"problem {problem.id!r}: field 'time_limit_s' "
+                                 f"{time_limit_error(problem.time_limit_s)}")
             code = sample.code if sample.code is not None else extract_code(sample.response or "", problem.entry_point)
             states.append(_SampleState(problem, code))
 
@@ -221,9 +281,17 @@ class Evaluator:
         """Judge one program against one problem."""
         return self.evaluate([problem], [Sample(problem.id, code=code)])[0]
 
+    def time_limit_s(self, problem: Problem) -> float:
+        """CPU seconds one test of `problem` may use: its own limit, else the configured
+        default, times `time_limit_scale`. The sandbox also stops a run at a wall-clock
+        backstop (`SandboxConfig.wall_factor`, 3, times this + 1 s) for programs that sleep
+        or block; verdicts follow CPU time."""
+        own = problem.time_limit_s if problem.time_limit_s is not None else self.config.time_limit_s
+        return own * self.config.time_limit_scale
+
     def _run_test(self, problem: Problem, code: str, test: TestCase) -> _TestOutcome:
         limits = {
-            "time_limit_s": problem.time_limit_s or self.config.time_limit_s,
+            "time_limit_s": self.time_limit_s(problem),
             "memory_limit_mb": problem.memory_limit_mb or self.config.memory_limit_mb,
             "output_limit_mb": self.config.output_limit_mb,
         }
@@ -305,6 +373,8 @@ class Evaluator:
             tests_run=len(outcomes),
             detail=detail[:1000],
             cpu_seconds=sum(outcome.cpu_s for outcome in outcomes.values()),
+            test_cpu_seconds=[outcomes[index].cpu_s if index in outcomes else None for index in range(total)]
+            if self.config.record_test_cpu else None,
             **common,
         )
 
