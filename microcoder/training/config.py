@@ -126,6 +126,8 @@ class TrainConfig(BaseModel):
     """Gradient-norm clip."""
     bf16: bool | None = None
     """Mixed precision; None: on when CUDA is available, off on CPU."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory (TRL's own default is on). Off: a 135M model's activations fit, and on, transformers makes the embeddings' output require grad, so backward runs through every frozen layer and `train_top_layers` saves nothing (the CPU default's update took 1.8x the CPU time). Turn on for large models on a GPU."""
 
     # ---- rollout engine (TRL's vLLM integration; needs a GPU and `pip install vllm`) ----------
     use_vllm: bool = False
@@ -275,6 +277,8 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "max_grad_norm": config.max_grad_norm,
         "bf16": bf16,
         "fp16": False,
+        # transformers 5's name; TRL reads the mirrored `gradient_checkpointing` (its default: True)
+        "activation_checkpointing": config.gradient_checkpointing,
         "use_cpu": not use_cuda,  # several CPU processes then form a gloo group (accelerate's MULTI_CPU)
         # bookkeeping
         "logging_steps": updates,
