@@ -17,7 +17,9 @@ Then it checks, and prints before/after:
 - entries in /tmp (only those named microcoder* or owned by a run uid count as leaks:
   on a shared machine other processes add theirs, which are listed but not counted);
 - processes running under the sandbox's run uids (`evaluator.sandbox.run_uids`), while
-  the evaluator is still open (the daemons must already be gone) and after close.
+  the evaluator is still open (the daemons must already be gone) and after close;
+- the workers' cgroups (those this process made, named microcoder-<our pid>.*): while
+  open exactly the live workers' (a retired worker's are gone), after close none.
 Exits 1 if anything leaked; a verdict other than the one each program should get is
 reported too (and also exits 1), since a leak can show up as a wrong verdict first.
 """
@@ -33,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+from microcoder.evaluator.sandbox import CgroupPlan
 from microcoder.problems import Problem
 
 TIME_LIMIT_S = 0.1
@@ -116,6 +119,16 @@ def processes_of(uids: set[int]) -> list[str]:
     return found
 
 
+def our_cgroups(plan: CgroupPlan) -> set[str]:
+    """Cgroups this process made (microcoder-<our pid>.<start>-<slot>): other processes on
+    the machine make their own in the same parents."""
+    prefix = f"microcoder-{os.getpid()}."
+    found = set()
+    for parent in {plan.memory_parent, plan.pids_parent} - {None}:
+        found |= {os.path.join(parent, name) for name in os.listdir(parent) if name.startswith(prefix)}
+    return found
+
+
 def rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -160,15 +173,19 @@ def main() -> int:
         time.sleep(0.5)  # a straggler would still be alive after this
         open_children = children() - before["children"]
         uid_processes_open = processes_of(run_uids)
+        plan = evaluator.sandbox.cgroups
+        cgroups_open = our_cgroups(plan)
+        workers_cgroups = set(evaluator.sandbox.memory_cgroups + evaluator.sandbox.pids_cgroups)
     finally:
         evaluator.close()
+    cgroups_closed = our_cgroups(plan)
     rss_after = rss_mb()
     after = {"children": children(), "fds": open_fds(), "threads": threads(), "tmp": tmp_entries()}
     uid_processes_closed = processes_of(run_uids)
 
     print(f"## Evaluator leaks: {len(names)} evaluations in {len(range(0, len(names), args.batch))} evaluate() calls "
           f"of {args.batch}, {workers} workers on {os.cpu_count()} cores, isolation: "
-          f"{evaluator.sandbox.plan.description}\n")
+          f"{evaluator.sandbox.plan.description}; cgroups: {plan.description}\n")
     print(f"{elapsed:.1f} s, {len(names) / elapsed:.0f} evaluations/s "
           f"(load average {' '.join(f'{x:.1f}' for x in os.getloadavg())})\n")
     print("| program | samples | expected verdict | verdicts |")
@@ -192,6 +209,9 @@ def main() -> int:
         "processes under run uids, after close": ("-", len(uid_processes_closed), uid_processes_closed),
         f"our children while open (must be the {workers} workers)": (
             "-", len(open_children), [] if len(open_children) <= workers else sorted(open_children)),
+        "our cgroups while open (must be the live workers')": (
+            "-", len(cgroups_open), sorted(cgroups_open ^ workers_cgroups)),
+        "our cgroups after close": ("-", len(cgroups_closed), sorted(cgroups_closed)),
     }
     print("\n| check | before | after | leaked |")
     print("|---|---|---|---|")

@@ -5,6 +5,7 @@ These need a writable memory cgroup (v2, or the v1 memory controller); where the
 has none they skip, and the sandbox falls back to rlimits with one warning."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +56,14 @@ def charged_bytes(path: str) -> int:
     raise FileNotFoundError(f"no memory usage file in {path}")
 
 
+def peak_bytes(path: str) -> int | None:
+    """The most the cgroup was ever charged (v1 max_usage, v2 memory.peak; None if neither)."""
+    for name in ("memory.peak", "memory.max_usage_in_bytes"):
+        if os.path.exists(os.path.join(path, name)):
+            return int(Path(path, name).read_text())
+    return None
+
+
 def host_shmem_bytes() -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("Shmem:"):
@@ -84,6 +93,7 @@ def test_memory_held_in_files_beyond_the_limit_is_memory_limit_exceeded(sandbox,
     # The kernel stopped it at the limit, and what it held is gone with the run (other
     # processes on a shared machine move Shmem a little, hence the margin).
     (path,) = sandbox.memory_cgroups
+    assert (peak_bytes(path) or 0) <= LIMIT_MB * MiB
     assert charged_bytes(path) < 32 * MiB
     assert host_shmem_bytes() - shmem_before < 64 * MiB
     # The next run in the same worker starts from zero: 200 MiB of its own heap fits.
@@ -102,10 +112,9 @@ def test_files_held_within_the_limit_are_fine(sandbox):
 @needs_cgroup
 def test_the_limit_follows_each_runs_memory_limit(sandbox):
     # 480 MiB of memfds: over a 256 MiB limit, within a 1024 MiB one, in the same worker.
-    assert sandbox.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB).status == "memory_limit_exceeded"
-    result = sandbox.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=1024)
-    assert (result.status, result.stdout) == ("ok", b"held\n"), result
-    assert sandbox.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB).status == "memory_limit_exceeded"
+    runs = [sandbox.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=limit) for limit in (LIMIT_MB, 1024, LIMIT_MB)]
+    assert [run.status for run in runs] == ["memory_limit_exceeded", "ok", "memory_limit_exceeded"], runs
+    assert runs[1].stdout == b"held\n"
 
 
 @needs_cgroup
@@ -158,6 +167,18 @@ def test_a_worker_that_dies_is_replaced_and_its_cgroup_removed(sandbox):
     assert sandbox.memory_cgroups and sandbox.memory_cgroups[0] not in paths
 
 
+@needs_cgroup
+def test_a_cgroup_removed_under_its_worker_costs_one_run(sandbox):
+    assert sandbox.run_program("print(1)").status == "ok"
+    (worker,) = sandbox._all
+    for path in reversed(worker.cgroup_paths):  # empty between runs, so rmdir takes it
+        os.rmdir(path)
+    broken = sandbox.run_program("print(2)")  # it cannot join: a judge's failure, not the program's
+    assert broken.status == "sandbox_error", broken
+    assert sandbox.run_program("print(3)").stdout == b"3\n"  # a fresh worker, with cgroups of its own
+    assert sandbox._all[0] is not worker and all(os.path.isdir(path) for path in sandbox._all[0].cgroup_paths)
+
+
 KILLED_OWNER = """
 import os, signal, sys
 from microcoder.evaluator.sandbox import Sandbox, SandboxConfig
@@ -207,3 +228,61 @@ def test_cgroup_off_uses_none_and_says_nothing():
             assert box.memory_cgroups == [] and box.pids_cgroups == []
     with pytest.raises(ValueError, match="cgroup"):
         Sandbox(config=SandboxConfig(workers=1, cgroup="sometimes"))
+
+
+# Where the cgroups go, found from /proc/self/cgroup and /proc/self/mountinfo: checked on
+# plain directories standing in for the cgroup filesystems (a real one fills a new
+# cgroup with its control files; a plain one takes the probe's write as a new file).
+def mount_line(point: str, fstype: str, options: str, root: str = "/") -> str:
+    return f"40 31 0:38 {root} {point} rw,relatime - {fstype} {fstype} {options}"
+
+
+def test_v2_is_used_where_its_memory_controller_is_there(tmp_path):
+    own = tmp_path / "v2" / "system.slice" / "job"  # a container's mount shows only its own subtree
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("memory pids\n")
+    plan = sandbox_module.find_cgroups("0::/system.slice/job\n",
+                                       mount_line(str(tmp_path / "v2"), "cgroup2", "rw", root="/"))
+    assert (plan.version, plan.memory_parent, plan.pids_parent) == (2, str(own), str(own))
+    for probe in own.glob("microcoder-probe-*"):  # a real cgroup's rmdir takes its control files along
+        shutil.rmtree(probe)
+    # The same cgroup, seen through a mount whose root is our own cgroup (a cgroup namespace).
+    plan = sandbox_module.find_cgroups("0::/system.slice/job\n",
+                                       mount_line(str(own), "cgroup2", "rw", root="/system.slice/job"))
+    assert plan.memory_parent == str(own)
+
+
+def test_v1_is_used_where_v2_has_no_memory_controller(tmp_path):
+    v2, memory, pids = tmp_path / "unified", tmp_path / "memory" / "process_api" / "abc", tmp_path / "pids"
+    for directory in (v2, memory, pids):
+        directory.mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("hugetlb\n")  # this machine's: memory is bound to v1
+    mountinfo = "\n".join([mount_line(str(v2), "cgroup2", "rw"),
+                           mount_line(str(tmp_path / "memory"), "cgroup", "rw,memory"),
+                           mount_line(str(pids), "cgroup", "rw,pids")])
+    plan = sandbox_module.find_cgroups("8:pids:/\n4:memory:/process_api/abc\n0::/\n", mountinfo)
+    assert (plan.version, plan.memory_parent, plan.pids_parent) == (1, str(memory), str(pids))
+    assert "v1" in plan.description
+
+
+def test_no_memory_hierarchy_means_no_plan_and_says_why(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpu io\n")
+    plan = sandbox_module.find_cgroups("0::/\n", mount_line(str(tmp_path), "cgroup2", "rw"))
+    assert not plan.available
+    assert "gives our cgroup no memory controller" in plan.description, plan
+    assert "no cgroup v1 memory hierarchy" in plan.description, plan
+
+
+@needs_cgroup
+def test_a_stale_cgroup_of_a_process_that_is_gone_is_reaped():
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process now (or another one, started later)
+    stale = os.path.join(PLAN.memory_parent, f"microcoder-{gone.pid}.1-0")
+    os.mkdir(stale)
+    try:
+        ours = sandbox_module.reap_stale_cgroups(PLAN)
+        assert stale in ours and not os.path.exists(stale)
+    finally:
+        if os.path.exists(stale):
+            os.rmdir(stale)

@@ -11,15 +11,17 @@ Per run the zygote:
      tests of a sample come one after another), makes the run's private directory, and
      puts stdin (sealed), stdout, stderr and the result in fresh memory files (memfd:
      real, seekable files that no path names), beside a status pipe;
-  2. forks a child that starts a new session, moves those onto fds 0-4, sets rlimits
+  2. forks a child that starts a new session, joins the worker's memory and pids
+     cgroups where the sandbox made them (`RunCgroup`), moves those onto fds 0-4, sets rlimits
      (CPU, address space, file size, processes, open files), drops to a per-worker uid,
      installs the keyring seccomp filter, closes every other file descriptor, reports on
      the status pipe and closes it, and runs the program as `__main__` (or calls its
      entry point);
   3. waits with a wall-clock backstop, kills whatever the run left behind (its process
      group, then as the worker uid `kill(-1, SIGKILL)`), reaps, reads the outputs and the
-     status, removes the directory (and litter in the shared temp directories) and
-     replies, retiring afterwards if anything of the run could not be removed.
+     status, removes the directory (and litter in the shared temp directories), reads
+     the cgroup's OOM kill count, and replies, retiring afterwards if anything of the run
+     could not be removed or the cgroup still holds its memory.
 
 Speed: a forked child pays a copy-on-write fault for each page it writes (~3-8 us on
 these VMs), so whatever every child would do alike is done once in the worker before it
@@ -123,9 +125,10 @@ class RunCgroup:
         if config.get("pids_fd") is not None:  # v1: a hierarchy of its own
             directories.append(high_fd(config["pids_fd"]))
         self.directory = directories[0]
-        names = {1: ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control", "memory.usage_in_bytes"),
-                 2: ("memory.max", None, "memory.events", "memory.current")}[self.version]
-        limit, swap_limit, events, usage = names
+        limit, swap_limit, events, usage = {
+            1: ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control", "memory.usage_in_bytes"),
+            2: ("memory.max", None, "memory.events", "memory.current"),
+        }[self.version]
         self.join_fds = [self.open("cgroup.procs", os.O_WRONLY, directory) for directory in directories]
         # v1: memory, then memory + swap (where swap is accounted), which may not be below it.
         self.limit_fds = [self.open(limit, os.O_WRONLY)]
@@ -149,12 +152,18 @@ class RunCgroup:
 
     def set_limit(self, limit):
         """memory.max (v1: memory.limit_in_bytes and memory.memsw.limit_in_bytes, so that no
-        swap takes the run's memory files past it) = the run's memory limit."""
+        swap takes the run's memory files past it) = the run's memory limit. A cgroup that
+        refuses (removed under us) fails the run and retires the worker."""
+        global RETIRING
         if limit == self.limit:
             return
         lowering = self.limit is None or limit < self.limit
-        for fd in self.limit_fds if lowering else self.limit_fds[::-1]:
-            os.write(fd, str(limit).encode())
+        try:
+            for fd in self.limit_fds if lowering else self.limit_fds[::-1]:
+                os.write(fd, str(limit).encode())
+        except OSError:
+            RETIRING = True
+            raise
         self.limit = limit
 
     def read_oom_kills(self):
@@ -178,7 +187,10 @@ class RunCgroup:
         gone and its files removed (after reclaiming page cache, should more be)."""
         if self.held() <= CGROUP_HELD_AFTER_RUN_BYTES:
             return True
-        name, value = ("memory.force_empty", b"0") if self.version == 1 else ("memory.reclaim", str(self.held()).encode())
+        if self.version == 1:
+            name, value = "memory.force_empty", b"0"
+        else:
+            name, value = "memory.reclaim", str(self.held()).encode()
         try:
             fd = self.open(name, os.O_WRONLY)
             try:
@@ -592,10 +604,10 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
     compile it; `prelude` is prepared_prelude()'s answer for call problems, else None."""
     try:
         os.setsid()
-        if CGROUP is not None:  # first: all the run does from here on is charged there
-            CGROUP.join()
         for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file, the status pipe
             os.dup2(fd, target)
+        if CGROUP is not None:  # before anything else: all the run does from here on is charged there
+            CGROUP.join()
         os.closerange(STATUS_FD + 1, MAX_FD)
         for limit, value in limits:
             resource.setrlimit(limit, value)
@@ -889,10 +901,14 @@ def settle_cgroup():
     global RETIRING
     if CGROUP is None:
         return 0
-    kills = CGROUP.oom_kills_of_run()
-    if not CGROUP.released():
+    try:
+        kills = CGROUP.oom_kills_of_run()
+        if not CGROUP.released():
+            RETIRING = True
+        return kills
+    except OSError:  # the cgroup was removed under us (its files say ENODEV): a fresh worker makes another
         RETIRING = True
-    return kills
+        return 0
 
 
 def clean_up_after_run():

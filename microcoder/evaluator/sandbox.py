@@ -84,7 +84,8 @@ class SandboxConfig:
     hidden_paths: tuple[str, ...] = ()
     """Directories covered with an empty tmpfs in addition to the defaults (see module doc)."""
     max_processes: int = 64
-    """RLIMIT_NPROC of a run (processes and threads), when runs have a uid of their own."""
+    """Processes and threads of a run: RLIMIT_NPROC when runs have a uid of their own, and
+    pids.max of the worker's cgroup where there is one."""
     wall_factor: float = 3.0
     """Wall-clock backstop = wall_factor * time limit + 1 s. Verdicts use CPU time; the
     backstop only catches programs that sleep or block."""
@@ -179,6 +180,7 @@ class CgroupPlan:
 # ones whose maker is gone (killed before it could remove them itself).
 CGROUP_NAME = re.compile(r"microcoder-(\d+)\.(\d+)-\d+|microcoder-probe-(\d+)\.(\d+)")
 _cgroup_plans: list[CgroupPlan] = []
+_cgroup_lock = threading.Lock()
 _warned_no_cgroup = False
 _unremoved_cgroups: set[str] = set()  # worker cgroups whose rmdir failed at close
 
@@ -264,7 +266,8 @@ def find_cgroups(self_cgroup: str, mountinfo: str) -> CgroupPlan:
         else:
             available = Path(directory, "cgroup.controllers").read_text().split()
             if "memory" not in available:
-                reasons.append(f"cgroup v2 at {mounts[''][1]} has no memory controller (it is v1's)")
+                reasons.append(f"cgroup v2 at {mounts[''][1]} gives our cgroup no memory controller "
+                               "(it is bound to v1, or not enabled above us)")
             else:
                 wanted = [c for c in ("memory", "pids") if c in available]
                 enabled = Path(directory, "cgroup.subtree_control").read_text().split()
@@ -298,13 +301,14 @@ def find_cgroups(self_cgroup: str, mountinfo: str) -> CgroupPlan:
 
 def cgroup_plan() -> CgroupPlan:
     """Where this machine lets us make per-worker cgroups (found once per process)."""
-    if not _cgroup_plans:
-        try:
-            plan = find_cgroups(Path("/proc/self/cgroup").read_text(), Path("/proc/self/mountinfo").read_text())
-        except (OSError, ValueError, IndexError) as error:
-            plan = CgroupPlan(None, None, None, f"cannot read our cgroups: {error}")
-        _cgroup_plans.append(plan)
-    return _cgroup_plans[0]
+    with _cgroup_lock:  # two probes at once would find each other's probe cgroup in the way
+        if not _cgroup_plans:
+            try:
+                plan = find_cgroups(Path("/proc/self/cgroup").read_text(), Path("/proc/self/mountinfo").read_text())
+            except (OSError, ValueError, IndexError) as error:
+                plan = CgroupPlan(None, None, None, f"cannot read our cgroups: {error}")
+            _cgroup_plans.append(plan)
+        return _cgroup_plans[0]
 
 
 def reap_stale_cgroups(plan: CgroupPlan) -> list[str]:
@@ -449,6 +453,7 @@ class Worker:
         `pids.max` here) and open their directories for the worker: {"memory_fd": fd,
         "pids_fd": fd} (v2: one directory; pids_fd only where the controller is there)."""
         name = f"microcoder-{_owner_tag()}-{slot}"
+        fds: dict[str, int] = {}
         try:
             self.memory_cgroup = os.path.join(cgroups.memory_parent, name)
             os.mkdir(self.memory_cgroup, 0o755)
@@ -465,18 +470,20 @@ class Worker:
                 self.cgroup_paths.append(self.pids_cgroup)
             if self.pids_cgroup:
                 Path(self.pids_cgroup, "pids.max").write_text(str(self.config.max_processes))
-            fds = {"memory_fd": os.open(self.memory_cgroup, os.O_RDONLY | os.O_DIRECTORY)}
+            fds["memory_fd"] = os.open(self.memory_cgroup, os.O_RDONLY | os.O_DIRECTORY)
             if cgroups.version == 1 and self.pids_cgroup:
                 fds["pids_fd"] = os.open(self.pids_cgroup, os.O_RDONLY | os.O_DIRECTORY)
             return fds
         except OSError as error:
+            for fd in fds.values():
+                os.close(fd)
             self._remove_cgroups()
             raise RuntimeError(f"sandbox: cannot make the worker's cgroup ({cgroups.description}): {error}") from error
 
     def _remove_cgroups(self) -> None:
         for path in reversed(self.cgroup_paths):
             if not _remove_cgroup(path):
-                _unremoved_cgroups.add(path)  # tried again by the next worker and at exit
+                _unremoved_cgroups.add(path)  # tried again when a sandbox starts, and at exit
         self.cgroup_paths = []
 
     @property
