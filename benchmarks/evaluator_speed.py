@@ -1,6 +1,7 @@
-"""Evaluator speed: 64 samples x 20 tests for four workloads, against the physical limit.
+"""Evaluator speed: 64 samples x 20 tests for five workloads, against the physical limit.
 
     python benchmarks/evaluator_speed.py [--workers N] [--samples 64] [--tests 20]
+    python benchmarks/evaluator_speed.py --only RL      # the two RL-mix rows and their ratios
 
 Physical limit = (CPU time the runs themselves used, up to each sample's first failing
 test, with one time limit per timeout) / workers. The ratio wall / limit is what the
@@ -12,6 +13,15 @@ The trivial workloads take about a second each and vary from run to run on a sha
 machine: the table gives the median of `--repeat` runs. For them it also gives the fork floor (`fork_floor.py`): the same
 interpreter and modules as a worker forking one child per test with nothing else around
 it (no limits, uid, IPC or judging), measured in the same run on the same cores.
+
+The RL-like mix (4 infinite loops, 4 slow but correct programs, the rest trivial, wrong
+or crashing) is judged twice: with one generous fixed limit (6 s per test, as before
+limits came from references), and with the limit the data pipeline derives from the
+problem's reference solution (its CPU time per test, measured here the way the validate
+stage measures it, x `time_limit_multiple` within [floor, cap], ValidateConfig's
+defaults). The loops cost a whole limit per sample, so most of the fixed-limit batch
+is theirs. The run prints both walls' ratio and checks that every sample that is not a
+timeout gets the same verdict under both limits.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ except ImportError:
     from benchmarks.fork_floor import floor_ms_per_sample
 
 TIME_LIMIT_S = 1.0
+FIXED_RL_LIMIT_S = 6.0  # one generous constant, as before limits came from references
 
 
 def busy(milliseconds: float) -> str:
@@ -54,32 +65,48 @@ CORRECT = "a, b = map(int, input().split())\nprint(a + b)\n"
 CORRECT_CALL = "class Solution:\n    def add(self, a: int, b: int) -> int:\n        return a + b\n"
 
 
-def rl_mix(samples: int, seed: int = 0) -> list[str]:
-    """Half correct, a quarter wrong (on a random test), some crashes, a few infinite loops,
-    a few slow but correct -- what a policy's rollouts look like early in training."""
+LOOP = "while True:\n    pass\n"
+SLOW_CORRECT = busy(50) + CORRECT
+
+
+def rl_mix(samples: int, tests: int, seed: int = 0, loops: int = 4, slow: int = 4) -> list[str]:
+    """`loops` infinite loops, `slow` correct programs that burn ~50 ms per test, and of the
+    rest half correct, a quarter wrong (on a random test), a quarter crashing (on a random
+    test): what a policy's rollouts look like early in training."""
     rng = random.Random(seed)
-    codes = []
-    for index in range(samples):
-        roll = index / samples
-        if roll < 0.5:
+    rest = samples - loops - slow
+    codes = [LOOP] * loops + [SLOW_CORRECT] * slow
+    for index in range(rest):
+        if index < rest // 2:
             codes.append(CORRECT)
-        elif roll < 0.75:
-            bad = rng.randrange(20)
+        elif index < rest * 3 // 4:
+            bad = rng.randrange(tests)
             codes.append(f"a, b = map(int, input().split())\nprint(a + b + (1 if a == {bad} else 0))\n")
-        elif roll < 0.875:
-            crash_at = rng.randrange(20)
-            codes.append(f"a, b = map(int, input().split())\nassert a != {crash_at}\nprint(a + b)\n")
-        elif roll < 0.92:
-            codes.append("while True:\n    pass\n")
         else:
-            codes.append(busy(100) + CORRECT)
+            crash_at = rng.randrange(tests)
+            codes.append(f"a, b = map(int, input().split())\nassert a != {crash_at}\nprint(a + b)\n")
     rng.shuffle(codes)
     return codes
 
 
+def reference_derived_limit(evaluator: Evaluator, problem: Problem, reference: str) -> tuple[float, float]:
+    """(limit, the reference's slowest test in CPU seconds): the validate stage's rule on
+    the reference's CPU time per test, with ValidateConfig's default multiple, floor, cap."""
+    from microcoder.data.pipeline import ValidateConfig
+    from microcoder.data.validate import time_limit_from_reference
+
+    result = evaluator.with_options(record_test_cpu=True).evaluate_code(problem, reference)
+    if result.verdict != "accepted":
+        raise RuntimeError(f"the reference fails its own problem: {result.verdict} {result.detail}")
+    rule = ValidateConfig()
+    limit = time_limit_from_reference(result.test_cpu_seconds, rule.time_limit_multiple, rule.time_limit_floor_s,
+                                      rule.time_limit_cap_s)
+    return limit, max(result.test_cpu_seconds)
+
+
 def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
     samples = [Sample(problem.id, code=code) for code in codes]
-    evaluator.evaluate([problem], samples[:4])  # warm the workers up
+    evaluator.evaluate([problem], [sample for sample in samples if sample.code != LOOP][:4])  # warm the workers up
     started = time.perf_counter()
     results = evaluator.evaluate([problem], samples)
     wall = time.perf_counter() - started
@@ -90,7 +117,8 @@ def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
     for result in results:
         verdicts[result.verdict] = verdicts.get(result.verdict, 0) + 1
     return {"wall": wall, "limit": limit, "ratio": wall / limit, "per_sample_ms": 1000 * wall / len(samples),
-            "cpu_per_run_ms": 1000 * cpu / runs, "verdicts": verdicts}
+            "cpu_per_run_ms": 1000 * cpu / runs, "verdicts": verdicts, "per_sample": [r.verdict for r in results],
+            "cpu": cpu}
 
 
 def main() -> None:
@@ -103,15 +131,23 @@ def main() -> None:
                         "(e.g. --only trivial, to compare two versions side by side)")
     args = parser.parse_args()
     n, tests = args.samples, args.tests
+    mix = rl_mix(n, tests)
+    fixed = stdin_problem(tests).model_copy(update={"time_limit_s": FIXED_RL_LIMIT_S})
     workloads = {
         "trivial stdin": (stdin_problem(tests), [CORRECT] * n),
         "trivial call": (call_problem(tests), [CORRECT_CALL] * n),
         "~50 ms CPU per test": (stdin_problem(tests), [busy(50) + CORRECT] * n),
-        "RL-like mix": (stdin_problem(tests), rl_mix(n)),
+        f"RL-like mix, fixed {FIXED_RL_LIMIT_S:g} s limit": (fixed, mix),
+        "RL-like mix, reference-derived limit": (None, mix),  # the limit is measured below
     }
     workloads = {name: load for name, load in workloads.items() if not args.only or any(w in name for w in args.only)}
     with Evaluator(EvaluatorConfig(workers=args.workers)) as evaluator:
         size = evaluator.sandbox.size
+        derived_name = "RL-like mix, reference-derived limit"
+        if derived_name in workloads:
+            derived, slowest = reference_derived_limit(evaluator, stdin_problem(tests), CORRECT)
+            workloads[derived_name] = (stdin_problem(tests).model_copy(update={"time_limit_s": derived}), mix)
+            workloads[f"RL-like mix, reference-derived limit ({derived:g} s)"] = workloads.pop(derived_name)
         floors = {
             name: statistics.median(floor_ms_per_sample(kind, code, prelude, n, tests, size) for _ in range(args.repeat))
             for name, kind, code, prelude in (("trivial stdin", "stdin", CORRECT, ""),
@@ -121,13 +157,26 @@ def main() -> None:
               f"isolation: {evaluator.sandbox.plan.description}\n")
         print("| workload | wall s | physical limit s | ratio | ms per sample | CPU ms per run | fork floor ms per sample | verdicts |")
         print("|---|---|---|---|---|---|---|---|")
+        rows = {}
         for name, (problem, codes) in workloads.items():
             repeats = args.repeat if name in floors else 1  # they take a second each, and vary run to run
             row = sorted((measure(evaluator, problem, codes) for _ in range(repeats)), key=lambda r: r["wall"])[repeats // 2]
+            rows[name] = row
             verdicts = ", ".join(f"{k} {v}" for k, v in sorted(row["verdicts"].items()))
             floor = f"{floors[name]:.1f}" if name in floors else "-"
             print(f"| {name} | {row['wall']:.2f} | {row['limit']:.2f} | {row['ratio']:.2f} | "
                   f"{row['per_sample_ms']:.1f} | {row['cpu_per_run_ms']:.2f} | {floor} | {verdicts} |", flush=True)
+        mixes = [name for name in rows if name.startswith("RL-like mix")]
+        if len(mixes) == 2:
+            fixed_row, derived_row = rows[mixes[0]], rows[mixes[1]]
+            differ = [index for index, (a, b) in enumerate(zip(fixed_row["per_sample"], derived_row["per_sample"]))
+                      if a != b and "time_limit_exceeded" not in (a, b)]
+            print(f"\nRL-like mix: reference slowest test {1000 * slowest:.1f} ms CPU -> limit {derived:g} s per test; "
+                  f"wall {fixed_row['wall']:.2f} s (fixed) / {derived_row['wall']:.2f} s (derived) = "
+                  f"{fixed_row['wall'] / derived_row['wall']:.2f}x lower (done when >= 2); derived wall / physical "
+                  f"limit {derived_row['ratio']:.2f} (done when <= 1.15); samples that are not timeouts with "
+                  f"another verdict: {len(differ)}" + (f" (positions {differ})" if differ else ""))
+        print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

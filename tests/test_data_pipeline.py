@@ -90,6 +90,11 @@ def test_tests_checkers_and_provenance_of_kept_problems(built):
     assert corpus["extra/anycase"].checker.case_insensitive and corpus["extra/anycase"].checker.float_tolerance is None
     assert corpus["extra/argcount"].metadata["dropped_tests"] == {"argument count does not match the signature": 1}
     assert corpus["extra/product"].metadata["reference_solution"].startswith("def multiply")
+    # its reference takes milliseconds: 3 x that is under the 1 s floor
+    product = corpus["extra/product"]
+    assert (product.time_limit_s, product.metadata["time_limit_from"]) == (1.0, "reference")
+    assert len(product.metadata["reference_cpu_s"]) == len(product.tests)
+    assert (contest.time_limit_s, contest.metadata["time_limit_from"]) == (None, "default")  # no reference
     hf = corpus["hfset/reverse"].metadata
     assert (hf["pipeline_source"], hf["source_path"], hf["licence"]) == ("hfset", "hf:json", "MIT (fixture)")
     assert contest.metadata["pipeline_source"] == "contest" and contest.metadata["source_row"] == 1
@@ -123,6 +128,8 @@ def test_datasheet_lists_counts_reasons_and_figures(built):
     assert "| near duplicate | 1 | `livecodebench/contest-3` ~ `livecodebench/contest-1` (statement Jaccard" in sheet
     assert "| identical tests | 1 | `extra/same-tests` ~ `evalset:eval/e2`" in sheet
     assert "3 dated problems, from 2021-06-01 to 2025-01-15" in sheet
+    assert "Problems with a limit from their reference: 1; with their source's own: 0;" in sheet
+    assert "| 1 s (the floor) | 1 |" in sheet and "| none (the judge's default) | 5 |" in sheet
     for figure in ("sources.png", "difficulty.png"):
         assert (export_dir / figure).read_bytes()[:4] == b"\x89PNG"
 

@@ -233,9 +233,9 @@ def time_limit_section(problems: list[Problem], config: PipelineConfig) -> list[
                   f"{settings.time_limit_multiple:g} x its CPU time, rounded up to 0.01 s, within "
                   f"[{floor_s:g} s, {cap_s:g} s] (`validate.time_limit_*`; the defaults are measured in "
                   "docs/data_pipeline.md, \"Time limits\", which also counts the verdicts they change).", ""]
-    lines += [f"{origin['reference']} problems have a limit from their reference, {origin['source']} keep "
-              f"their source's, {origin['default']} have none (the judge's default applies: `microcoder "
-              "evaluate --time-limit`, training's `reward_time_limit_s`).", ""]
+    lines += [f"Problems with a limit from their reference: {origin['reference']}; with their source's own: "
+              f"{origin['source']}; with none, so the judge's default applies (`microcoder evaluate "
+              f"--time-limit`, training's `reward_time_limit_s`): {origin['default']}.", ""]
     buckets = Counter(time_limit_bucket(p.time_limit_s, floor_s, cap_s) for p in problems
                       if p.metadata.get("time_limit_from", "default") != "source")
     order = lambda label: (label.startswith("none"), float(label.split("-")[0].split(" ")[0]) if label[0].isdigit() else 0)  # noqa: E731
