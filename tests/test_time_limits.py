@@ -252,3 +252,15 @@ def test_a_canonical_source_row_with_a_bad_limit_is_a_reject_naming_it(tmp_path)
     assert manifest["counts"]["out"] == 1
     reject = json.loads((config.stage_dir("ingest") / "rejects.jsonl").read_text())
     assert (reject["path"], reject["row"], reject["field"]) == (str(source), 2, "time_limit_s")
+
+
+def test_a_stage_file_row_with_a_bad_limit_is_a_reject_naming_it(tmp_path):
+    from microcoder.data.pipeline import read_stage_problems
+
+    path = tmp_path / "problems.jsonl"
+    path.write_text(ADD.model_dump_json() + "\n"
+                    + json.dumps({**ADD.model_dump(), "id": "negative", "time_limit_s": -0.5}) + "\n")
+    problems, rejects = read_stage_problems(path, "dedup")
+    assert [p.id for p in problems] == ["add"]
+    assert [(r.path, r.row, r.field) for r in rejects] == [(str(path), 2, "time_limit_s")]
+    assert "must be positive" in rejects[0].message
