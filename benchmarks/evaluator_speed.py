@@ -104,12 +104,25 @@ def reference_derived_limit(evaluator: Evaluator, problem: Problem, reference: s
     return limit, max(result.test_cpu_seconds)
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """utime + stime of one process, not its children, from /proc/PID/stat."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
     samples = [Sample(problem.id, code=code) for code in codes]
     evaluator.evaluate([problem], [sample for sample in samples if sample.code != LOOP][:4])  # warm the workers up
+    workers = [worker.process.pid for worker in evaluator.sandbox._all]
+    machinery_before = sum(map(own_cpu_seconds, workers)) + time.process_time()
     started = time.perf_counter()
     results = evaluator.evaluate([problem], samples)
     wall = time.perf_counter() - started
+    # The workers' own CPU (forking, reaping, IPC) and ours (scheduling, judging): what the
+    # evaluator adds to the runs' CPU, which a loaded machine does not hide the way it
+    # stretches wall time. (runs + machinery) / runs is the wall ratio a quiet machine
+    # would show if no worker ever waited.
+    machinery = sum(map(own_cpu_seconds, workers)) + time.process_time() - machinery_before
     cpu = sum(result.cpu_seconds for result in results)
     runs = sum(result.tests_run for result in results)
     limit = cpu / evaluator.sandbox.size
@@ -118,7 +131,7 @@ def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
         verdicts[result.verdict] = verdicts.get(result.verdict, 0) + 1
     return {"wall": wall, "limit": limit, "ratio": wall / limit, "per_sample_ms": 1000 * wall / len(samples),
             "cpu_per_run_ms": 1000 * cpu / runs, "verdicts": verdicts, "per_sample": [r.verdict for r in results],
-            "cpu": cpu}
+            "cpu": cpu, "cpu_bound_ratio": (cpu + machinery) / cpu}
 
 
 def main() -> None:
@@ -174,8 +187,10 @@ def main() -> None:
             print(f"\nRL-like mix: reference slowest test {1000 * slowest:.1f} ms CPU -> limit {derived:g} s per test; "
                   f"wall {fixed_row['wall']:.2f} s (fixed) / {derived_row['wall']:.2f} s (derived) = "
                   f"{fixed_row['wall'] / derived_row['wall']:.2f}x lower (done when >= 2); derived wall / physical "
-                  f"limit {derived_row['ratio']:.2f} (done when <= 1.15); samples that are not timeouts with "
-                  f"another verdict: {len(differ)}" + (f" (positions {differ})" if differ else ""))
+                  f"limit {derived_row['ratio']:.2f} (done when <= 1.15; (runs + evaluator CPU) / runs CPU "
+                  f"{derived_row['cpu_bound_ratio']:.2f}, the ratio with no waiting, which load does not inflate); "
+                  f"samples that are not timeouts with another verdict: {len(differ)}"
+                  + (f" (positions {differ})" if differ else ""))
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
