@@ -119,9 +119,9 @@ def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
     results = evaluator.evaluate([problem], samples)
     wall = time.perf_counter() - started
     # The workers' own CPU (forking, reaping, IPC) and ours (scheduling, judging): what the
-    # evaluator adds to the runs' CPU, which a loaded machine does not hide the way it
-    # stretches wall time. (runs + machinery) / runs is the wall ratio a quiet machine
-    # would show if no worker ever waited.
+    # evaluator adds to the runs' CPU. (runs + machinery) / runs is the wall ratio a quiet
+    # machine would show if no worker ever waited. Load inflates it too (per-run costs
+    # about double at load 5 on 2 cores), but far less than it stretches wall time.
     machinery = sum(map(own_cpu_seconds, workers)) + time.process_time() - machinery_before
     cpu = sum(result.cpu_seconds for result in results)
     runs = sum(result.tests_run for result in results)
@@ -188,7 +188,7 @@ def main() -> None:
                   f"wall {fixed_row['wall']:.2f} s (fixed) / {derived_row['wall']:.2f} s (derived) = "
                   f"{fixed_row['wall'] / derived_row['wall']:.2f}x lower (done when >= 2); derived wall / physical "
                   f"limit {derived_row['ratio']:.2f} (done when <= 1.15; (runs + evaluator CPU) / runs CPU "
-                  f"{derived_row['cpu_bound_ratio']:.2f}, the ratio with no waiting, which load does not inflate); "
+                  f"{derived_row['cpu_bound_ratio']:.2f}, the ratio with no waiting; load inflates it less than wall time); "
                   f"samples that are not timeouts with another verdict: {len(differ)}"
                   + (f" (positions {differ})" if differ else ""))
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
