@@ -216,10 +216,6 @@ def serve(
         raise typer.Exit(2) from None
 
 
-if __name__ == "__main__":
-    app()
-
-
 experiment_app = typer.Typer(help="Run and report experiment grids (arms x seeds of training runs).",
                              no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(experiment_app, name="experiment")
@@ -268,3 +264,7 @@ def experiment_report(
     except (ValueError, FileNotFoundError) as error:
         Console().print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
+
+
+if __name__ == "__main__":  # last: `python -m microcoder.cli` must see every command registered above
+    app()

@@ -34,3 +34,14 @@ def test_rendered_help_shows_the_stated_defaults():
 
     result = CliRunner().invoke(app, ["temperature-probe", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "Responses per prompt [default: 8]." in result.output
+
+
+def test_python_dash_m_sees_every_command():
+    # `python -m microcoder.cli` ran app() before the experiment commands were registered.
+    import subprocess
+    import sys
+
+    shown = subprocess.run([sys.executable, "-m", "microcoder.cli", "experiment", "--help"],
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "run" in shown.stdout and "report" in shown.stdout
