@@ -1,15 +1,40 @@
-"""Seconds per rollout step and tokens/s: MicroCoderTrainer against plain TRL GRPOTrainer.
+"""Where a training step's time goes, and what our trainer costs beside plain TRL and plain HF.
 
-    python benchmarks/train_step.py                          # tiny random-init model, 4 steps, 2 rounds
-    python benchmarks/train_step.py --model smollm2-135m-instruct --steps 3 --rounds 1
+    python benchmarks/train_step.py                          # tiny random-init model, every comparison
+    python benchmarks/train_step.py --model smollm2-135m-instruct --config configs/grpo.yaml \\
+        --config configs/experiments/cpu-scale.yaml --problems config --steps 2 --rounds 1 \\
+        --compare generate,checkpointing max_new_tokens=64   # the CPU-scale experiments' step
 
-Both trainers get the same model (fresh copy from the same seed), prompts, batch mapping
-(`grpo_arguments`), sampling settings and reward (the same Evaluator). Plain GRPOTrainer
-uses TRL's own advantages and "bnpo" loss; ours adds the temperature control, the
-recomputed advantages with the truncation mask, our loss and metrics, and metrics.jsonl.
-The first step of each run is warm-up and is not counted; runs alternate plain / ours
-so that load on the machine hits both alike. tokens/s = generated response tokens per
-second of the whole step (rollout + reward + update).
+Comparisons (`--compare a,b`, all by default):
+
+- `trl`: seconds per rollout step, MicroCoderTrainer against plain TRL GRPOTrainer, same
+  model (fresh copy from the same seed), prompts, batch mapping (`grpo_arguments`),
+  sampling settings and reward (the same Evaluator). Plain GRPOTrainer uses TRL's own
+  advantages and "bnpo" loss; ours adds the temperature control, the recomputed
+  advantages with the truncation mask, our loss and metrics, and metrics.jsonl.
+  tokens/s = generated response tokens per second of the whole step.
+- `generate`: inside our trainer's rollout, the same batch sampled again by a plain
+  `model.generate` (same inputs, same torch random state, so the same tokens; no_grad, as
+  a script would call it) right after the trainer's call. Prints sampling tokens/s of
+  both and their ratio, and the rollout's tokens/s (seconds_rollout also holds the old
+  and reference log-prob passes, each a forward pass over prompt + response).
+- `checkpointing`: our trainer with `gradient_checkpointing=true` (TRL 1.16's default,
+  what runs did before the key existed) and `false` (ours): seconds_rollout and
+  seconds_update as logged, and the update's CPU seconds of this process (on a shared
+  machine wall time moves with the neighbours' load; with one torch thread, CPU time
+  does much less).
+
+- `overlap`: our trainer with `reward_overlap=false` and `true` at the same
+  `rollout_chunks` (`--chunks`, 2 by default): seconds_reward (the judging) and
+  seconds_reward_visible (what the step waited for it), and whether the two runs got the
+  same rewards. A random tiny model writes no program, so here the real Evaluator judges,
+  in place of each response, one of three programs picked by the response's hash: a
+  correct `add`, a wrong one, and a correct one that first burns `--judge-ms` of CPU per
+  test (the work of a real rollout's judging, the same verdicts every run). The issue's
+  target: visible reward time with overlap below 25% of the reward time without.
+
+The first step of each run is warm-up and is not counted; runs alternate between the
+variants compared so that load on the machine hits them alike.
 """
 
 from __future__ import annotations
@@ -28,6 +53,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
+COMPARISONS = ("trl", "generate", "checkpointing", "overlap")
+
 
 def tiny_add_problems(count: int):
     from microcoder.problems import Problem
@@ -42,26 +69,103 @@ def step_timer(updates_per_step: int, tokens: list[int]):
     from transformers import TrainerCallback
 
     class StepTimer(TrainerCallback):
-        """Wall time of each rollout step (between rollout-step ends) and its generated tokens."""
+        """Wall and CPU time of each rollout step (between rollout-step ends) and its generated tokens."""
 
         def __init__(self):
-            self.times, self.tokens, self.last, self.seen = [], [], None, 0
+            self.times, self.cpu, self.tokens, self.last, self.last_cpu, self.seen = [], [], [], None, None, 0
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.last = time.perf_counter()
+            self.last, self.last_cpu = time.perf_counter(), time.process_time()
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % updates_per_step == 0:
-                now = time.perf_counter()
+                now, cpu = time.perf_counter(), time.process_time()
                 self.times.append(now - self.last)
+                self.cpu.append(cpu - self.last_cpu)
                 self.tokens.append(sum(tokens[self.seen:]))
                 self.seen = len(tokens)
-                self.last = now
+                self.last, self.last_cpu = now, cpu
 
     return StepTimer()
 
 
-def run(kind: str, args, problems, evaluator, workdir: Path) -> tuple[list[float], list[int]]:
+class RolloutProbe:
+    """Wraps the trainer's sampler and rollout: per step, the seconds and tokens of the
+    trainer's `generate`, of a plain `generate` of the same batch, and the rollout's CPU seconds."""
+
+    def __init__(self, trainer, replay: bool):
+        import torch
+
+        self.trainer, self.replay = trainer, replay
+        self.steps: list[dict] = []
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        trainer_generate = model.generate
+
+        def generate(*args, **kwargs):
+            state = torch.get_rng_state()
+            start, cpu = time.perf_counter(), time.process_time()
+            output = trainer_generate(*args, **kwargs)
+            # token slots: rows x new positions (a row that ended early is padded to the longest)
+            record = {"generate_s": time.perf_counter() - start, "generate_cpu_s": time.process_time() - cpu,
+                      "tokens": output[:, kwargs["input_ids"].size(1):].numel()}
+            if self.replay:
+                after = torch.get_rng_state()
+                torch.set_rng_state(state)  # the same draws: the same tokens, if the two samplers agree
+                config = kwargs["generation_config"]
+                start, cpu = time.perf_counter(), time.process_time()
+                with torch.no_grad():
+                    plain = trainer_generate(input_ids=kwargs["input_ids"], attention_mask=kwargs["attention_mask"],
+                                             do_sample=True, temperature=config.temperature, top_p=config.top_p,
+                                             top_k=0, max_new_tokens=config.max_new_tokens,
+                                             pad_token_id=config.pad_token_id, eos_token_id=config.eos_token_id)
+                record["plain_generate_s"] = time.perf_counter() - start
+                record["plain_generate_cpu_s"] = time.process_time() - cpu
+                record["same_tokens"] = bool(torch.equal(plain, output))
+                torch.set_rng_state(after)  # training goes on as if the replay had not happened
+            self.steps.append(record)
+            return output
+
+        model.generate = generate
+        rollout = trainer._generate_and_score_completions
+
+        def timed_rollout(inputs):
+            cpu = time.process_time()
+            output = rollout(inputs)
+            if self.steps and "rollout_cpu_s" not in self.steps[-1]:
+                self.steps[-1]["rollout_cpu_s"] = time.process_time() - cpu
+            return output
+
+        trainer._generate_and_score_completions = timed_rollout
+
+
+class CannedPrograms:
+    """The Evaluator judging a canned program in place of each response (see `overlap` above)."""
+
+    def __init__(self, evaluator, burn_ms: float):
+        self.evaluator = evaluator
+        burn = (f"    import time\n    end = time.process_time() + {burn_ms / 1000}\n"
+                f"    while time.process_time() < end:\n        pass\n")
+        self.programs = ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n",
+                         f"def add(a, b):\n{burn}    return a + b\n"]
+
+    def evaluate(self, problems, samples, on_result=None):
+        import hashlib
+
+        from microcoder.evaluator import Sample
+
+        canned = [Sample(sample.problem_id, code=self.programs[
+            hashlib.sha256((sample.response or "").encode()).digest()[0] % len(self.programs)]) for sample in samples]
+        return self.evaluator.evaluate(problems, canned, on_result)
+
+    def judging(self, mode):
+        return self
+
+    def close(self):
+        pass  # the Evaluator is main()'s
+
+
+def build(kind: str, args, problems, evaluator, workdir: Path, overrides: list[str]):
+    """(trainer, tokens list the reward fills, config) for `kind`: "plain" (TRL's GRPOTrainer) or "ours"."""
     import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -72,13 +176,13 @@ def run(kind: str, args, problems, evaluator, workdir: Path) -> tuple[list[float
     from microcoder.training.trainer import build_trainer, load_model
 
     config = load_config(args.config, [f"model={args.model}", f"total_steps={args.steps}", "save_every=0",
-                                       "eval_every=0", f"run_dir={workdir / kind}", *args.overrides])
-    (workdir / kind).mkdir(parents=True, exist_ok=True)
+                                       "eval_every=0", f"run_dir={workdir}", *args.overrides, *overrides])
+    workdir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    model, tokenizer = load_model(config, workdir / kind)
+    model, tokenizer = load_model(config, workdir)
     tokens: list[int] = []
     if kind == "ours":
-        trainer = build_trainer(config, workdir / kind, model, tokenizer, problems=(problems, []), evaluator=evaluator)
+        trainer = build_trainer(config, workdir, model, tokenizer, problems=(problems, []), evaluator=evaluator)
         inner = trainer.reward.__call__
 
         def counting(*a, **kw):
@@ -96,43 +200,41 @@ def run(kind: str, args, problems, evaluator, workdir: Path) -> tuple[list[float
             return [result.reward for result in results]
 
         dataset = Dataset.from_list([{"prompt": render_prompt(p, tokenizer), "problem_id": p.id} for p in problems])
-        trl_args = GRPOConfig(**grpo_arguments(config, str(workdir / kind / "checkpoints")))
+        trl_args = GRPOConfig(**grpo_arguments(config, str(workdir / "checkpoints")))
         trainer = GRPOTrainer(model=model, reward_funcs=[evaluator_reward], args=trl_args, train_dataset=dataset,
                               processing_class=tokenizer)
+    return trainer, tokens, config
+
+
+def run(kind: str, args, problems, evaluator, workdir: Path, overrides: list[str] = (), replay: bool = False) -> dict:
+    """Train one run; per counted step: wall and CPU seconds, tokens, our metrics and the probe's records."""
+    trainer, tokens, config = build(kind, args, problems, evaluator, workdir, list(overrides))
     timer = step_timer(config.updates_per_step, tokens)
     trainer.add_callback(timer)
+    probe = RolloutProbe(trainer, replay) if kind == "ours" else None
     trainer.train()
-    return timer.times[1:], timer.tokens[1:]
+    metrics = []
+    if kind == "ours":
+        import json
+
+        metrics = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+        metrics = [record for record in metrics if "reward_mean" in record]
+    return {"times": timer.times[1:], "cpu": timer.cpu[1:], "tokens": timer.tokens[1:], "metrics": metrics[1:],
+            "probe": probe.steps[1:] if probe else []}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="tiny", help="tiny, smollm2-135m-instruct, or a checkpoint path")
-    parser.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "configs" / "microcoder-tiny.yaml"))
-    parser.add_argument("--steps", type=int, default=4, help="rollout steps per run (the first is warm-up)")
-    parser.add_argument("--rounds", type=int, default=2, help="plain/ours pairs")
-    parser.add_argument("overrides", nargs="*", help="key=value config overrides for both trainers")
-    args = parser.parse_args()
-
-    import transformers
-
-    from microcoder.evaluator import Evaluator, EvaluatorConfig
-
-    transformers.utils.logging.disable_progress_bar()
-    problems = tiny_add_problems(16)
-    results = {"plain": ([], []), "ours": ([], [])}
-    with Evaluator(EvaluatorConfig(workers=2)) as evaluator, tempfile.TemporaryDirectory() as tmp:
-        for round_index in range(args.rounds):
-            for kind in ("plain", "ours"):
-                times, tokens = run(kind, args, problems, evaluator, Path(tmp) / f"{round_index}")
-                results[kind][0].extend(times)
-                results[kind][1].extend(tokens)
-                print(f"round {round_index} {kind:>5}: " + " ".join(f"{t:.2f}s" for t in times), flush=True)
+def compare_trl(args, problems, evaluator, tmp: Path) -> None:
+    results = {"plain": [], "ours": []}
+    for round_index in range(args.rounds):
+        for kind in ("plain", "ours"):
+            result = run(kind, args, problems, evaluator, tmp / f"trl-{round_index}-{kind}")
+            results[kind].append(result)
+            print(f"round {round_index} {kind:>5}: " + " ".join(f"{t:.2f}s" for t in result["times"]), flush=True)
 
     def summary(kind):
-        times, tokens = results[kind]
-        seconds = statistics.median(times)
-        return seconds, sum(tokens) / sum(times)
+        times = [t for result in results[kind] for t in result["times"]]
+        tokens = [n for result in results[kind] for n in result["tokens"]]
+        return statistics.median(times), sum(tokens) / sum(times)
 
     plain_s, plain_tps = summary("plain")
     ours_s, ours_tps = summary("ours")
@@ -140,7 +242,136 @@ def main() -> None:
     print(f"{'GRPOTrainer':<20}{plain_s:>16.2f}{plain_tps:>12.1f}")
     print(f"{'MicroCoderTrainer':<20}{ours_s:>16.2f}{ours_tps:>12.1f}")
     print(f"ratio ours/plain: {ours_s / plain_s:.3f} s/step ({(ours_s / plain_s - 1) * 100:+.1f}%), "
-          f"{ours_tps / plain_tps:.3f} tokens/s")
+          f"{ours_tps / plain_tps:.3f} tokens/s\n", flush=True)
+
+
+def compare_generate(args, problems, evaluator, tmp: Path) -> None:
+    steps, metrics = [], []
+    for round_index in range(args.rounds):
+        result = run("ours", args, problems, evaluator, tmp / f"generate-{round_index}", replay=True)
+        steps += result["probe"]
+        metrics += result["metrics"]
+    def total(name):
+        return sum(step[name] for step in steps)
+
+    tokens = total("tokens")
+    # seconds_rollout holds the replay too (it runs inside the trainer's sampling call)
+    rollout = sum(record["seconds_rollout"] for record in metrics) - total("plain_generate_s")
+    rollout_cpu = total("rollout_cpu_s") - total("plain_generate_cpu_s")
+    rows = [("plain model.generate, same batch", total("plain_generate_s"), total("plain_generate_cpu_s")),
+            ("trainer generate", total("generate_s"), total("generate_cpu_s")),
+            ("trainer rollout (seconds_rollout)", rollout, rollout_cpu)]
+    print(f"{'sampling: ' + str(len(steps)) + ' steps, ' + str(tokens) + ' token slots':<40}{'wall s':>9}"
+          f"{'tokens/s':>10}{'CPU s':>9}{'tokens/CPU s':>14}")
+    for label, wall, cpu in rows:
+        print(f"{label:<40}{wall:>9.2f}{tokens / wall:>10.1f}{cpu:>9.2f}{tokens / cpu:>14.1f}")
+    print(f"ratio trainer/plain sampling: {total('generate_s') / total('plain_generate_s'):.3f} wall, "
+          f"{total('generate_cpu_s') / total('plain_generate_cpu_s'):.3f} CPU (same tokens: "
+          f"{all(step['same_tokens'] for step in steps)}); the rollout's other {rollout - total('generate_s'):.2f} s "
+          f"are the old / reference log-prob passes (forward passes over prompt + response) and TRL's bookkeeping\n",
+          flush=True)
+
+
+def compare_checkpointing(args, problems, evaluator, tmp: Path) -> None:
+    results = {"true": [], "false": []}
+    for round_index in range(args.rounds):
+        for value in ("true", "false"):
+            result = run("ours", args, problems, evaluator, tmp / f"checkpointing-{round_index}-{value}",
+                         [f"gradient_checkpointing={value}"])
+            results[value].append(result)
+
+    def column(value, name):
+        records = [record for result in results[value] for record in result["metrics"]]
+        return statistics.median(record[name] for record in records)
+
+    def update_cpu(value):
+        # the step's CPU seconds minus its rollout's (sampling, log-prob passes, reward call)
+        pairs = [(cpu, step["rollout_cpu_s"]) for result in results[value]
+                 for cpu, step in zip(result["cpu"], result["probe"])]
+        return statistics.median(cpu - rollout for cpu, rollout in pairs)
+
+    print(f"{'gradient_checkpointing':<24}{'seconds_rollout':>16}{'seconds_update':>16}{'update CPU s':>14}")
+    for value, label in (("true", "true (TRL's default)"), ("false", "false (ours)")):
+        print(f"{label:<24}{column(value, 'seconds_rollout'):>16.2f}{column(value, 'seconds_update'):>16.2f}"
+              f"{update_cpu(value):>14.2f}")
+    print(f"update CPU ratio before/after: {update_cpu('true') / update_cpu('false'):.2f} (medians over "
+          f"{sum(len(result['metrics']) for result in results['true'])} steps each)\n", flush=True)
+
+
+def compare_overlap(args, problems, evaluator, tmp: Path) -> None:
+    judge = CannedPrograms(evaluator, args.judge_ms)
+    results = {"false": [], "true": []}
+    for round_index in range(args.rounds):
+        for value in ("false", "true"):
+            result = run("ours", args, problems, judge, tmp / f"overlap-{round_index}-{value}",
+                         [f"reward_overlap={value}", f"rollout_chunks={args.chunks}"])
+            results[value].append(result)
+
+    def total(value, name):
+        return sum(record[name] for result in results[value] for record in result["metrics"])
+
+    def rewards(value):
+        return [[record["reward_mean"], record["accuracy_mean"]] for result in results[value]
+                for record in result["metrics"]]
+
+    steps = sum(len(result["metrics"]) for result in results["false"])
+    print(f"{'reward_overlap':<16}{'seconds_reward':>16}{'seconds_reward_visible':>24}{'seconds_rollout':>17}"
+          f"{'rollout + visible':>19}")
+    for value in ("false", "true"):
+        print(f"{value:<16}{total(value, 'seconds_reward'):>16.2f}{total(value, 'seconds_reward_visible'):>24.2f}"
+              f"{total(value, 'seconds_rollout'):>17.2f}"
+              f"{total(value, 'seconds_rollout') + total(value, 'seconds_reward_visible'):>19.2f}")
+    print(f"visible with overlap / reward time without: "
+          f"{total('true', 'seconds_reward_visible') / total('false', 'seconds_reward'):.3f} (target < 0.25; "
+          f"{steps} steps each, rollout_chunks={args.chunks}, {args.judge_ms:g} ms CPU per test of a slow program); "
+          f"same rewards: {rewards('true') == rewards('false')}\n", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="tiny", help="tiny, smollm2-135m-instruct, or a checkpoint path")
+    parser.add_argument("--config", action="append", default=None,
+                        help="config file (repeat to layer them, later keys winning); "
+                             "default configs/microcoder-tiny.yaml")
+    parser.add_argument("--steps", type=int, default=4, help="rollout steps per run (the first is warm-up)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, alternating")
+    parser.add_argument("--problems", choices=("bench", "config"), default="bench",
+                        help="bench: 16 one-line add problems (short prompts); config: the config's training problems")
+    parser.add_argument("--compare", default=",".join(COMPARISONS),
+                        help=f"comma-separated, of {', '.join(COMPARISONS)} (default: all)")
+    parser.add_argument("--chunks", type=int, default=2, help="overlap: rollout_chunks of both runs")
+    parser.add_argument("--judge-ms", type=float, default=100.0, help="overlap: CPU ms per test of the slow program")
+    parser.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
+    args = parser.parse_args()
+    if args.config is None:
+        args.config = [str(Path(__file__).resolve().parents[1] / "configs" / "microcoder-tiny.yaml")]
+    args.compare = args.compare.split(",")
+    if set(args.compare) - set(COMPARISONS):
+        parser.error(f"--compare: valid: {', '.join(COMPARISONS)}")
+    if args.steps < 2:
+        parser.error("--steps must be >= 2 (the first step is warm-up)")
+
+    import torch
+    import transformers
+
+    from microcoder.evaluator import Evaluator, EvaluatorConfig
+
+    transformers.utils.logging.disable_progress_bar()
+    print(f"torch threads {torch.get_num_threads()}, model {args.model}, configs {args.config}, "
+          f"overrides {args.overrides}, {args.steps} steps x {args.rounds} rounds\n", flush=True)
+    if args.problems == "bench":
+        problems = tiny_add_problems(16)
+    else:
+        from microcoder.training.config import load_config
+        from microcoder.training.trainer import load_problem_split
+
+        problems = load_problem_split(load_config(args.config, args.overrides))[0]
+    comparisons = {"trl": compare_trl, "generate": compare_generate, "checkpointing": compare_checkpointing,
+                   "overlap": compare_overlap}
+    with Evaluator(EvaluatorConfig(workers=2)) as evaluator, tempfile.TemporaryDirectory() as tmp:
+        for name in args.compare:
+            print(f"== {name}", flush=True)
+            comparisons[name](args, problems, evaluator, Path(tmp) / name)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,10 @@ class TrainConfig(BaseModel):
     """L_max, the generation limit; a response that reaches it is truncated."""
     top_p: float = 1.0
     """Nucleus sampling; 1.0 samples the full distribution at temperature T, as the paper's ratio assumes."""
+    rollout_chunks: int = 1
+    """HF generate calls a rollout is sampled in (per process), so that judging can start on a chunk while the next is sampled (`reward_overlap`). The samples depend on it: each chunk is left-padded to its own longest prompt and draws from the random stream where the previous chunk stopped; compare runs at equal rollout_chunks. 1 with use_vllm (TRL's vLLM call returns a rollout's responses at once)."""
+    reward_overlap: bool = True
+    """Judge each sampled chunk in a background thread (the programs run in the sandbox's worker processes) while the trainer samples the next chunk and computes the old / reference log-probs; the step then waits only for what is left (`seconds_reward_visible`). Changes no verdict, reward or sample. False: judge after the log-prob passes, in TRL's order."""
 
     # ---- temperature ----------------------------------------------------------------------
     temperature_stages: list[tuple[int, float]] = [(0, 0.7), (5, 0.8)]
@@ -190,6 +194,10 @@ class TrainConfig(BaseModel):
         need(self.total_steps >= 1, "total_steps", "must be >= 1")
         need(self.ppo_epochs >= 1, "ppo_epochs", "must be >= 1")
         need(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        need(1 <= self.rollout_chunks <= self.train_batch_size * self.group_size, "rollout_chunks",
+             f"must be in [1, train_batch_size * group_size = {self.train_batch_size * self.group_size}]")
+        need(self.rollout_chunks == 1 or not self.use_vllm, "rollout_chunks",
+             "must be 1 with use_vllm (TRL's vLLM call returns all of a rollout's responses at once)")
         # Raises ValueError naming temperature_stages or temperature_min_dwell (low to high, min dwell).
         check_temperature_stages(self.temperature_stages, self.temperature_min_dwell, self.temperature_control)
         need(self.advantage_mode in ADVANTAGE_MODES, "advantage_mode", f"valid: {', '.join(ADVANTAGE_MODES)}")

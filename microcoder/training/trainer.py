@@ -4,10 +4,12 @@ One rollout step, top to bottom (every piece of math comes from `microcoder.algo
 
     1. temperature  T for this step: staged schedule or adaptive controller; set on BOTH
                     the sampler and the fused LM head that computes training log-probs.
-    2. rollout      TRL samples G responses per prompt at T (and the old / reference
-                    log-probs at T).
+    2. rollout      TRL samples G responses per prompt at T, in `rollout_chunks` calls
+                    (and the old / reference log-probs at T).
     3. score        `EvaluatorReward`: extract each program, run it in the sandbox, 0/1
-                    reward, plus DAPO's overlong penalty when configured; a judge_error
+                    reward, plus DAPO's overlong penalty when configured; with
+                    `reward_overlap` each chunk is judged in the background as soon as it
+                    is sampled, behind the next chunk and the log-prob passes; a judge_error
                     is unscorable (reward None: no reward, advantage 0, out of the
                     group's baseline).
        refill       DAPO's dynamic sampling: while fewer than train_batch_size groups
@@ -70,6 +72,7 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -91,7 +94,7 @@ from microcoder.algorithms import (
     truncation_mask,
 )
 from microcoder.algorithms.masking import TruncationMask
-from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample, summarize
+from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
 from microcoder.problems import Problem
 from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
 from microcoder.training.plots import METRICS_FILE
@@ -107,7 +110,7 @@ METRIC_KEYS = (
     "fraction_truncated", "fraction_qualifying", "fraction_masked", "fraction_unscorable",
     "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
     "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "temperature",
-    "seconds_rollout", "seconds_reward", "seconds_update", "tokens_per_second", "loss",
+    "seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second", "loss",
 )
 
 
@@ -128,18 +131,28 @@ class ScoredBatch:
     """correct plus the overlong penalty when enabled: what the advantages are computed from; NaN when unscorable."""
     completion_ids: list[list[int]]
     seconds: float
+    """The Evaluator's judging time, summed over the chunks (with reward_overlap, partly while sampling went on)."""
+    seconds_visible: float = 0.0
+    """What the rollout waited for the rewards: the reward call, from TRL's asking to the last verdict."""
 
     def take(self, rows: Sequence[int]) -> ScoredBatch:
         """The rows `rows` of this batch, in that order (seconds: the whole batch's)."""
         return ScoredBatch([self.verdicts[i] for i in rows], [self.correct[i] for i in rows],
-                           [self.rewards[i] for i in rows], [self.completion_ids[i] for i in rows], self.seconds)
+                           [self.rewards[i] for i in rows], [self.completion_ids[i] for i in rows], self.seconds,
+                           self.seconds_visible)
 
 
-def concat_scored(parts: Sequence[ScoredBatch], seconds: float) -> ScoredBatch:
-    """One ScoredBatch of several, rows in order; `seconds` is the judging time of them all."""
+def concat_scored(parts: Sequence[ScoredBatch], seconds: float, seconds_visible: float) -> ScoredBatch:
+    """One ScoredBatch of several, rows in order; `seconds` / `seconds_visible`: the judging / waiting time of all."""
     return ScoredBatch([v for part in parts for v in part.verdicts], [v for part in parts for v in part.correct],
                        [v for part in parts for v in part.rewards],
-                       [v for part in parts for v in part.completion_ids], seconds)
+                       [v for part in parts for v in part.completion_ids], seconds, seconds_visible)
+
+
+def chunk_bounds(rows: int, chunks: int) -> list[tuple[int, int]]:
+    """[start, end) of `chunks` near-equal consecutive slices of `rows` rows (empty ones left out)."""
+    bounds = [(index * rows // chunks, (index + 1) * rows // chunks) for index in range(chunks)]
+    return [(start, end) for start, end in bounds if end > start]
 
 
 class EvaluatorReward:
@@ -150,23 +163,77 @@ class EvaluatorReward:
     `last` for the advantage step. A judge_error (a broken problem or a sandbox fault,
     never the model's doing) is unscorable: None, which TRL leaves out of the group
     baseline with advantage 0, as `group_advantages` does with the NaN kept in `last`.
+
+    Early judging (`overlap`): the trainer calls `begin_round` with the rows' problems
+    before sampling and `judge_early` with each chunk of responses as soon as it is
+    sampled; the chunk is judged in one background thread (the programs run in the
+    sandbox's worker processes) while the trainer samples the next chunk and computes
+    the log-probs. The reward call then only waits for what is left. A row whose text
+    TRL hands over differs from the one judged early is judged again in the call, so
+    the verdicts are those of judging after, whatever the timing.
     """
 
     __name__ = "evaluator"  # TRL names reward functions by __name__
 
     def __init__(self, evaluator: Evaluator, problems: Sequence[Problem], max_new_tokens: int,
-                 overlong_cache_length: int = 0, overlong_penalty_factor: float = 1.0):
+                 overlong_cache_length: int = 0, overlong_penalty_factor: float = 1.0, overlap: bool = False):
         self.evaluator = evaluator
         self.problems = {problem.id: problem for problem in problems}
         self.max_new_tokens = max_new_tokens
         self.overlong_cache_length = overlong_cache_length
         self.overlong_penalty_factor = overlong_penalty_factor
+        self.overlap = overlap
         self.last: ScoredBatch | None = None
+        self._round_problem_ids: list[str] | None = None
+        self._early: list[tuple[int, list[str], Future]] = []  # (first row, texts, future of (results, seconds))
+        self._judge_thread: ThreadPoolExecutor | None = None
+
+    def begin_round(self, problem_ids: Sequence[str]) -> None:
+        """A rollout round is about to be sampled; `problem_ids`: its rows', in TRL's row order."""
+        self._round_problem_ids = list(problem_ids)
+        self._early = []
+
+    def judge_early(self, first_row: int, texts: list[str]) -> None:
+        """Start judging rows first_row.. of the round (decoded responses) in the background; no-op without overlap."""
+        if not self.overlap or self._round_problem_ids is None:
+            return
+        problem_ids = self._round_problem_ids[first_row:first_row + len(texts)]
+        if len(problem_ids) != len(texts):  # rows that do not line up with the round's: judged in the call
+            return
+        samples = [Sample(pid, response=text) for pid, text in zip(problem_ids, texts)]
+        if self._judge_thread is None:  # one thread: chunks are judged in order, one Evaluator call at a time
+            self._judge_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="microcoder-judge")
+        self._early.append((first_row, texts, self._judge_thread.submit(self._judge, samples)))
+
+    def _judge(self, samples: list[Sample]) -> tuple[list[EvaluationResult], float]:
+        start = time.perf_counter()
+        results = self.evaluator.evaluate(self.problems, samples)
+        return results, time.perf_counter() - start
+
+    def close(self) -> None:
+        """Stop the judging thread (after waiting for it) and close the Evaluator."""
+        if self._judge_thread is not None:
+            self._judge_thread.shutdown(wait=True)
+            self._judge_thread = None
+        self.evaluator.close()
 
     def __call__(self, prompts, completions, completion_ids, problem_id, **_) -> list[float | None]:
         start = time.perf_counter()
-        samples = [Sample(pid, response=text) for pid, text in zip(problem_id, completions, strict=True)]
-        results = self.evaluator.evaluate(self.problems, samples)
+        results: list[EvaluationResult | None] = [None] * len(completions)
+        judging = 0.0
+        early, self._early, self._round_problem_ids = self._early, [], None
+        for first_row, texts, future in early:
+            chunk, seconds = future.result()
+            judging += seconds
+            for row, text, result in zip(range(first_row, first_row + len(texts)), texts, chunk):
+                if row < len(completions) and completions[row] == text and problem_id[row] == result.problem_id:
+                    results[row] = result
+        late = [row for row, result in enumerate(results) if result is None]  # all of them without overlap
+        if late:
+            judged, seconds = self._judge([Sample(problem_id[row], response=completions[row]) for row in late])
+            judging += seconds
+            for row, result in zip(late, judged, strict=True):
+                results[row] = result
         verdicts = [result.verdict for result in results]
         correct = [math.nan if verdict == "judge_error" else float(result.reward)
                    for verdict, result in zip(verdicts, results)]
@@ -176,7 +243,7 @@ class EvaluatorReward:
             penalty = overlong_penalty(lengths, self.max_new_tokens, self.overlong_cache_length,
                                        self.overlong_penalty_factor)
             rewards = [r + float(p) for r, p in zip(rewards, penalty)]  # NaN stays NaN
-        self.last = ScoredBatch(verdicts, correct, rewards, [list(ids) for ids in completion_ids],
+        self.last = ScoredBatch(verdicts, correct, rewards, [list(ids) for ids in completion_ids], judging,
                                 time.perf_counter() - start)
         return [None if math.isnan(reward) else reward for reward in rewards]
 
@@ -314,7 +381,7 @@ class MicroCoderTrainer(GRPOTrainer):
         temperature = self.controller.temperature if self.controller else self.schedule.temperature(step)
         self.set_temperature(temperature)  # 1
         start = time.perf_counter()
-        output = super()._generate_and_score_completions(inputs)  # 2, 3: sample, old log-probs, reward
+        output = self.sample_and_score(inputs)  # 2, 3: sample, old log-probs, reward
         scored = self.reward.last
         groups = self.accelerator.num_processes * len(scored.verdicts) // self.config.group_size
         sampling = Sampling(groups_generated=groups, rounds=1)
@@ -329,8 +396,36 @@ class MicroCoderTrainer(GRPOTrainer):
         output["num_items_in_batch"] = self.accelerator.gather(output["completion_mask"].sum()).sum()
         seconds_total = time.perf_counter() - start
         self.record_rollout(step, temperature, scored, decided, sampling,
-                            seconds_rollout=seconds_total - scored.seconds, seconds_reward=scored.seconds)
+                            seconds_rollout=seconds_total - scored.seconds_visible, seconds_reward=scored.seconds,
+                            seconds_reward_visible=scored.seconds_visible)
         return output
+
+    def sample_and_score(self, inputs: list[dict]) -> dict:
+        """TRL's rollout of `inputs` (sample, old / reference log-probs, reward), the reward
+        told the rows' problems first so that it can judge each chunk as soon as it is sampled."""
+        self.reward.begin_round([row["problem_id"] for row in inputs])
+        return super()._generate_and_score_completions(inputs)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's sampling of the process-local rows, in `rollout_chunks` calls (training
+        rollouts, HF generate), each chunk handed to the reward's early judging when sampled.
+
+        Chunks are consecutive rows; each `generate` call left-pads its chunk to the chunk's
+        longest prompt and draws from the torch random stream where the previous one
+        stopped, so the samples depend on `rollout_chunks` (not on `reward_overlap`).
+        """
+        chunks = self.config.rollout_chunks if self.model.training else 1
+        if chunks > 1 and (self.use_vllm or images is not None or multimodal_fields):
+            raise NotImplementedError("rollout_chunks > 1 samples text prompts with HF generate only")
+        completion_ids: list[list[int]] = []
+        logprobs = None
+        for start, end in chunk_bounds(len(prompt_ids), chunks):
+            ids, logprobs = super()._generate_single_turn(prompt_ids[start:end], images, multimodal_fields,
+                                                          num_generations, has_tool_images)
+            completion_ids += ids
+            if self.model.training:  # decoded as TRL decodes them for the reward (prompts are plain text)
+                self.reward.judge_early(start, self.processing_class.batch_decode(ids, skip_special_tokens=True))
+        return completion_ids, logprobs  # logprobs: vLLM's (one chunk), None from HF generate
 
     def sample_mixed_groups(self, output: dict, scored: ScoredBatch) -> tuple[dict, ScoredBatch, Sampling]:
         """DAPO's dynamic sampling: a batch of groups whose correctness differs, refilled.
@@ -349,7 +444,7 @@ class MicroCoderTrainer(GRPOTrainer):
         while len(rounds) <= self.config.dynamic_sampling_max_rounds and self.any_process_short(
                 sum(len(groups) for groups in mixed), wanted):
             rows = self.draw_prompts(wanted)
-            rounds.append((super()._generate_and_score_completions(rows), self.reward.last))
+            rounds.append((self.sample_and_score(rows), self.reward.last))
             mixed.append(self.mixed_groups(rounds[-1][1]))
         chosen: list[list[int]] = [[] for _ in rounds]  # group indices taken from each round
         taken = 0
@@ -362,9 +457,10 @@ class MicroCoderTrainer(GRPOTrainer):
                     for index, groups in enumerate(chosen) if groups]
         merged = merge_rollouts([(round_output, rows) for (round_output, _), rows in selected],
                                 self.processing_class.pad_token_id)
-        # Judging time counts every round, the discarded groups' too.
+        # Judging (and waiting) time counts every round, the discarded groups' too.
         merged_scored = concat_scored([round_scored.take(rows) for (_, round_scored), rows in selected],
-                                      seconds=sum(round_scored.seconds for _, round_scored in rounds))
+                                      seconds=sum(round_scored.seconds for _, round_scored in rounds),
+                                      seconds_visible=sum(round_scored.seconds_visible for _, round_scored in rounds))
         generated = self.accelerator.num_processes * wanted * len(rounds)
         return merged, merged_scored, Sampling(groups_generated=generated, rounds=len(rounds))
 
@@ -453,7 +549,8 @@ class MicroCoderTrainer(GRPOTrainer):
 
     # ---- step 6: log ----------------------------------------------------------------------------
     def record_rollout(self, step: int, temperature: float, scored: ScoredBatch, decided: StepAdvantages,
-                       sampling: Sampling, seconds_rollout: float, seconds_reward: float) -> None:
+                       sampling: Sampling, seconds_rollout: float, seconds_reward: float,
+                       seconds_reward_visible: float) -> None:
         """Rollout-side metrics of `step` (over all processes), completed by `_finish_step` after the update."""
         from accelerate.utils import gather_object
 
@@ -490,6 +587,7 @@ class MicroCoderTrainer(GRPOTrainer):
             "temperature": temperature,
             "seconds_rollout": seconds_rollout,
             "seconds_reward": seconds_reward,
+            "seconds_reward_visible": seconds_reward_visible,
             "_tokens": lengths.sum().item(),
         }
         self.update_stats = defaultdict(list)
@@ -505,7 +603,8 @@ class MicroCoderTrainer(GRPOTrainer):
             values = self.update_stats.get(key)
             if values:
                 record[key] = sum(values) / len(values)
-        seconds = record["seconds_rollout"] + record["seconds_reward"] + record["seconds_update"]
+        # the step's wall time: judging hidden behind sampling is not counted twice
+        seconds = record["seconds_rollout"] + record["seconds_reward_visible"] + record["seconds_update"]
         record["tokens_per_second"] = tokens / seconds if seconds > 0 else 0.0
         if self.controller is not None:
             self.controller.observe(record["diversity"])
@@ -631,7 +730,7 @@ def console_line(record: dict, total_steps: int) -> str:
         parts.append(f"kl {record['kl']:.4f}")
     parts += [
         f"loss {record.get('loss', float('nan')):+.4f}",
-        f"{record['seconds_rollout']:.1f}+{record['seconds_reward']:.1f}+{record['seconds_update']:.1f}s",
+        f"{record['seconds_rollout']:.1f}+{record['seconds_reward_visible']:.1f}+{record['seconds_update']:.1f}s",
         f"{record['tokens_per_second']:.0f} tok/s",
     ]
     if "heldout_accuracy" in record:
@@ -733,7 +832,7 @@ def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None
         evaluator = Evaluator(EvaluatorConfig(workers=config.reward_workers, time_limit_s=config.reward_time_limit_s,
                                               mode=config.reward_judge_mode))
     reward = EvaluatorReward(evaluator, train + heldout, config.max_new_tokens,
-                             config.overlong_cache_length, config.overlong_penalty_factor)
+                             config.overlong_cache_length, config.overlong_penalty_factor, overlap=config.reward_overlap)
     dataset = Dataset.from_list([{"prompt": render_prompt(problem, tokenizer), "problem_id": problem.id}
                                  for problem in train])
     from accelerate import PartialState
@@ -821,7 +920,7 @@ def run_training(config: TrainConfig, resume: bool = False,
             trainer.write_record({"step": 0, **accuracies})
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
-        trainer.reward.evaluator.close()
+        trainer.reward.close()
     seconds = time.perf_counter() - start
     after = (trainer.last_record or {}).get("heldout_accuracy")
     if before is None:
