@@ -18,8 +18,9 @@ Then it checks, and prints before/after:
   on a shared machine other processes add theirs, which are listed but not counted);
 - processes running under the sandbox's run uids (`evaluator.sandbox.run_uids`), while
   the evaluator is still open (the daemons must already be gone) and after close;
-- the workers' cgroups (those this process made, named microcoder-<our pid>.*): while
-  open exactly the live workers' (a retired worker's are gone), after close none.
+- the workers' cgroups (those this process made, named
+  microcoder-<our pid namespace>.<our pid>.*): while open exactly the live workers' (a
+  retired worker's are gone), after close none.
 Exits 1 if anything leaked; a verdict other than the one each program should get is
 reported too (and also exits 1), since a leak can show up as a wrong verdict first.
 """
@@ -35,7 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
-from microcoder.evaluator.sandbox import CgroupPlan
+from microcoder.evaluator.sandbox import CgroupPlan, _pid_namespace
 from microcoder.problems import Problem
 
 TIME_LIMIT_S = 0.1
@@ -120,9 +121,9 @@ def processes_of(uids: set[int]) -> list[str]:
 
 
 def our_cgroups(plan: CgroupPlan) -> set[str]:
-    """Cgroups this process made (microcoder-<our pid>.<start>-<slot>): other processes on
-    the machine make their own in the same parents."""
-    prefix = f"microcoder-{os.getpid()}."
+    """Cgroups this process made (microcoder-<pid namespace>.<our pid>.<start>-<slot>):
+    other processes on the machine make their own in the same parents."""
+    prefix = f"microcoder-{_pid_namespace()}.{os.getpid()}."
     found = set()
     for parent in {plan.memory_parent, plan.pids_parent} - {None}:
         found |= {os.path.join(parent, name) for name in os.listdir(parent) if name.startswith(prefix)}

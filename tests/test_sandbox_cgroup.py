@@ -1,9 +1,11 @@
 """The memory and pids cgroup of each worker: what a run holds outside its address space
-(memfds, tmpfs files) counts against its memory limit, and the next run starts from zero.
+(memfds, tmpfs files) counts against its memory limit, no run can lift that limit for
+itself or for the next, and the next run starts from zero.
 
 These need a writable memory cgroup (v2, or the v1 memory controller); where the machine
 has none they skip, and the sandbox falls back to rlimits with one warning."""
 
+import json
 import os
 import shutil
 import signal
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from microcoder.evaluator import sandbox as sandbox_module
-from microcoder.evaluator.sandbox import Sandbox, SandboxConfig, cgroup_plan, isolation_plan
+from microcoder.evaluator.sandbox import IsolationPlan, Sandbox, SandboxConfig, cgroup_plan, isolation_plan
 
 PLAN = cgroup_plan()
 needs_cgroup = pytest.mark.skipif(not PLAN.available, reason=f"no writable memory cgroup here: {PLAN.description}")
@@ -25,6 +27,7 @@ FULL = isolation_plan("auto").switch_uid and isolation_plan("auto").isolate_file
 needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root with namespaces (isolation 'full')")
 LIMIT_MB = 256
 MiB = 1 << 20
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def hoarding(directory: str | None) -> str:
@@ -46,6 +49,38 @@ def hoarding(directory: str | None) -> str:
             files.append(fd)
         print("held")
     """)
+
+
+# The reviewer's escape: in a user namespace of its own (where it holds every capability),
+# with a mount and a cgroup namespace, a run mounts the cgroup filesystem afresh and lifts
+# the limits it finds there. Where the cgroup's files belong to the run's own uid (runs that
+# keep the caller's uid, the caller not root) that held 480 MiB under 256 MiB, and, the
+# limit being written only when it changed, so did the next run's plain hoard. Its first
+# line says how far it got.
+ESCAPE = textwrap.dedent("""
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    def escape():
+        if libc.unshare(0x10000000 | 0x20000 | 0x02000000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWCGROUP
+            return "unshare: " + os.strerror(ctypes.get_errno())
+        os.mkdir("cgroup")
+        done = []
+        for controller, names in (("memory", ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes", "memory.max")),
+                                  ("pids", ("pids.max",))):
+            if libc.mount(b"cgroup", b"cgroup", b"cgroup", 0, controller.encode()) != 0:
+                done.append(f"mount {controller}: " + os.strerror(ctypes.get_errno()))
+                continue
+            for name in names:
+                try:
+                    with open(os.path.join("cgroup", name), "w") as handle:
+                        handle.write("max" if name.endswith(".max") else str(4 << 30))
+                    done.append(name)
+                except OSError as error:
+                    done.append(f"{name}: {error.strerror}")
+            libc.umount2(b"cgroup", 2)
+        return ", ".join(done)
+    print(escape(), flush=True)
+""") + hoarding(None)
 
 
 def charged_bytes(path: str) -> int:
@@ -117,6 +152,150 @@ def test_the_limit_follows_each_runs_memory_limit(sandbox):
     assert runs[1].stdout == b"held\n"
 
 
+ROOT = os.geteuid() == 0
+LEVELS = [  # the isolation levels a root caller can start in this process
+    pytest.param("auto", marks=needs_full_isolation, id="namespaces-and-uid"),
+    pytest.param(IsolationPlan((), True, False, "a uid per worker; no namespaces (test)"),
+                 marks=pytest.mark.skipif(not ROOT, reason="needs root"), id="uid-only"),
+    pytest.param("none", id="none"),
+]
+
+
+def sandbox_at(level, monkeypatch) -> Sandbox:
+    if isinstance(level, IsolationPlan):
+        plan = level
+        monkeypatch.setattr(sandbox_module, "isolation_plan", lambda mode: plan)
+        return Sandbox(config=SandboxConfig(workers=1))
+    return Sandbox(config=SandboxConfig(workers=1, isolation=level))
+
+
+@needs_cgroup
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_run_cannot_lift_its_limit_through_a_cgroup_namespace_of_its_own(level, monkeypatch):
+    # The run under a uid other than the cgroup's owner's here (root's runs, or none as root):
+    # the test with runs that keep the caller's uid, the level where this was an escape, is
+    # test_..._when_runs_keep_the_callers_uid below.
+    with sandbox_at(level, monkeypatch) as box:
+        escaping = box.run_program(ESCAPE, time_limit_s=20, memory_limit_mb=LIMIT_MB)
+        assert escaping.status == "memory_limit_exceeded", escaping
+        assert escaping.stdout == b"unshare: Operation not permitted\n", escaping
+        after = box.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
+        assert after.status == "memory_limit_exceeded", after
+
+
+@needs_cgroup
+@needs_full_isolation
+def test_what_a_runs_own_cgroup_namespace_would_show_holds_no_limit(sandbox):
+    # A cgroup namespace is rooted at the cgroup its maker is in: the run's leaf. Lift every
+    # limit there (as a run with a way past the seccomp filter could) and the limits above
+    # it still hold.
+    assert sandbox.run_program("print(1)").status == "ok"
+    leaves = [os.path.join(path, sandbox_module.RUN_CGROUP) for path in sandbox.memory_cgroups + sandbox.pids_cgroups]
+    for leaf in leaves:  # v1: unlimited before, so memory first, then memory + swap
+        for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.max", "pids.max"):
+            if os.path.exists(os.path.join(leaf, name)):
+                Path(leaf, name).write_text("max" if name.endswith(".max") else str(4 << 30))
+    result = sandbox.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
+    assert result.status == "memory_limit_exceeded", result
+
+
+@needs_cgroup
+@pytest.mark.skipif(not ROOT, reason="needs root: with isolation 'none' the run must be able to write its cgroup")
+def test_a_limit_a_run_lifted_is_written_again_for_the_next_run():
+    # isolation="none" as root: the run is root, and may write its worker's cgroup files
+    # through /sys/fs/cgroup (docs/sandbox.md, "Not protected"). That run is then not held
+    # by the cgroup; the next run in the same worker is.
+    with Sandbox(config=SandboxConfig(workers=1, isolation="none")) as box:
+        assert box.run_program("print(1)", memory_limit_mb=LIMIT_MB).status == "ok"
+        files = [os.path.join(path, name) for path in box.memory_cgroups + box.pids_cgroups
+                 for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes", "memory.max", "pids.max")
+                 if os.path.exists(os.path.join(path, name))]
+        lift = textwrap.dedent(f"""
+            for path in {files!r}:
+                with open(path, "w") as handle:
+                    handle.write("max" if path.endswith(".max") else str(4 << 30))
+        """)
+        box.run_program(lift + hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
+        after = box.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
+        assert after.status == "memory_limit_exceeded", after
+        assert {Path(path).read_text().strip() for path in files} == {str(LIMIT_MB * MiB), str(box.config.max_processes)}
+
+
+# The reviewer's setup for the level where runs keep the caller's uid: a v1 memory and a
+# pids cgroup delegated to `nobody` (chowned to it), and a sandbox started by `nobody` in
+# them. Started as root in a mount namespace of its own, where an interpreter under /root
+# (0700 here) is bound back where nobody can reach it, it joins the cgroups, becomes
+# nobody and judges the programs on stdin (JSON), printing [status, stdout] of each.
+AS_NOBODY = """
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def mount(source, target, fstype=None, flags=4096 | 16384, options=None):  # a recursive bind
+    if libc.mount(source.encode(), target.encode(), fstype, flags, options) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {target}")
+memory, pids, stage = sys.argv[1:4]
+prefix = os.path.realpath(sys.base_prefix)
+if prefix.startswith("/root/"):
+    top = "/root/" + prefix.split("/")[2]
+    mount(top, stage)
+    mount("tmpfs", "/root", b"tmpfs", 0, b"mode=755")
+    os.mkdir(top)
+    mount(stage, top)
+for directory in (memory, pids):
+    with open(os.path.join(directory, "cgroup.procs"), "w") as handle:
+        handle.write("0")
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)
+os.environ["HOME"] = "/tmp"
+from microcoder.evaluator.sandbox import Sandbox, SandboxConfig, cgroup_plan, isolation_plan
+print(isolation_plan().description, "|", cgroup_plan().description, file=sys.stderr)
+with Sandbox(config=SandboxConfig(workers=1, cgroup="required")) as box:
+    runs = [box.run_program(source, time_limit_s=20, memory_limit_mb=limit) for source, limit in json.load(sys.stdin)]
+print(json.dumps([[run.status, run.stdout.decode()] for run in runs]))
+"""
+
+
+@pytest.fixture()
+def delegated_to_nobody(tmp_path):
+    """(memory, pids) cgroups below ours, chowned to nobody; removed with all below them."""
+    if not ROOT or PLAN.version != 1 or PLAN.pids_parent is None:
+        pytest.skip(f"needs root and v1 memory and pids cgroups to delegate (here: {PLAN.description})")
+    unshare = shutil.which("unshare")
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all"]
+    namespaces = [unshare, "--user", "--map-root-user", "--net", "--mount", "--ipc", "true"]
+    if not (unshare and shutil.which("setpriv") and sandbox_module._works([*as_nobody, *namespaces])):
+        pytest.skip("nobody cannot make user namespaces here")
+    name = f"delegated-to-nobody-{os.getpid()}"
+    made = [os.path.join(parent, name) for parent in (PLAN.memory_parent, PLAN.pids_parent)]
+    try:
+        for path in made:
+            os.mkdir(path)
+            for name in [".", *os.listdir(path)]:
+                os.chown(os.path.join(path, name), 65534, 65534)
+        stage = tmp_path / "stage"
+        stage.mkdir()
+        yield made, stage
+    finally:
+        for path in made:
+            assert sandbox_module._remove_cgroup(path), f"left {path}"
+
+
+@needs_cgroup
+def test_a_run_cannot_lift_its_limit_through_a_cgroup_namespace_when_runs_keep_the_callers_uid(delegated_to_nobody):
+    (memory, pids), stage = delegated_to_nobody
+    unshare = shutil.which("unshare")
+    programs = [(ESCAPE, LIMIT_MB), (hoarding(None), LIMIT_MB)]
+    child = subprocess.run([unshare, "--mount", "--propagation", "private", sys.executable, "-c", AS_NOBODY,
+                            memory, pids, str(stage)], input=json.dumps(programs), capture_output=True, text=True,
+                           timeout=300, cwd=REPOSITORY)
+    assert child.returncode == 0, child.stderr
+    assert "runs keep the caller's uid" in child.stderr and "cgroup v1" in child.stderr, child.stderr
+    escaping, after = json.loads(child.stdout)
+    assert escaping == ["memory_limit_exceeded", "unshare: Operation not permitted\n"], escaping
+    assert after[0] == "memory_limit_exceeded", after
+
+
 @needs_cgroup
 def test_the_pids_limit_stops_a_fork_bomb_where_no_uid_of_its_own_does():
     # isolation "none": runs keep our uid, so RLIMIT_NPROC is not set, and only the pids
@@ -172,6 +351,7 @@ def test_a_cgroup_removed_under_its_worker_costs_one_run(sandbox):
     assert sandbox.run_program("print(1)").status == "ok"
     (worker,) = sandbox._all
     for path in reversed(worker.cgroup_paths):  # empty between runs, so rmdir takes it
+        os.rmdir(os.path.join(path, sandbox_module.RUN_CGROUP))
         os.rmdir(path)
     broken = sandbox.run_program("print(2)")  # it cannot join: a judge's failure, not the program's
     assert broken.status == "sandbox_error", broken
@@ -274,15 +454,91 @@ def test_no_memory_hierarchy_means_no_plan_and_says_why(tmp_path):
     assert "no cgroup v1 memory hierarchy" in plan.description, plan
 
 
-@needs_cgroup
-def test_a_stale_cgroup_of_a_process_that_is_gone_is_reaped():
+def gone_pid() -> int:
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid names no process now (or another one, started later)
-    stale = os.path.join(PLAN.memory_parent, f"microcoder-{gone.pid}.1-0")
+    return gone.pid
+
+
+@needs_cgroup
+def test_a_stale_cgroup_of_a_process_that_is_gone_is_reaped():
+    stale = os.path.join(PLAN.memory_parent, f"microcoder-{sandbox_module._pid_namespace()}.{gone_pid()}.1-0")
     os.mkdir(stale)
+    os.mkdir(os.path.join(stale, sandbox_module.RUN_CGROUP))
     try:
         ours = sandbox_module.reap_stale_cgroups(PLAN)
         assert stale in ours and not os.path.exists(stale)
     finally:
-        if os.path.exists(stale):
-            os.rmdir(stale)
+        sandbox_module._remove_cgroup_tree(stale)
+
+
+@needs_cgroup
+def test_a_cgroup_whose_lock_a_worker_holds_is_not_reaped():
+    # Named in our pid namespace after a process that is gone (as a maker in another time
+    # namespace would read), but a live worker holds its lock: it stays, until released.
+    held = os.path.join(PLAN.memory_parent, f"microcoder-{sandbox_module._pid_namespace()}.{gone_pid()}.1-0")
+    lock = sandbox_module._make_locked_cgroup(held)
+    try:
+        assert held not in sandbox_module.reap_stale_cgroups(PLAN) and os.path.isdir(held)
+        os.close(lock)
+        lock = None
+        assert held in sandbox_module.reap_stale_cgroups(PLAN) and not os.path.exists(held)
+    finally:
+        if lock is not None:
+            os.close(lock)
+        sandbox_module._remove_cgroup_tree(held)
+
+
+# A Sandbox in a pid namespace of its own, sharing our cgroups: between runs its worker's
+# cgroups are empty, and its pids mean nothing in ours.
+OTHER_NAMESPACE = """
+import sys
+from microcoder.evaluator.sandbox import Sandbox, SandboxConfig
+with Sandbox(config=SandboxConfig(workers=1)) as box:
+    for line in sys.stdin:
+        result = box.run_program(line)
+        print(result.status, result.stdout.decode().strip(), " ".join(box.memory_cgroups + box.pids_cgroups), flush=True)
+"""
+
+
+@needs_cgroup
+@needs_full_isolation
+def test_the_cgroups_of_a_sandbox_in_another_pid_namespace_are_left_alone():
+    unshare = shutil.which("unshare")
+    command = [unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-c", OTHER_NAMESPACE]
+    if not sandbox_module._works([unshare, "--pid", "--fork", "--mount-proc", "true"]):
+        pytest.skip("cannot make a pid namespace here")
+    other = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPOSITORY)
+    try:
+        other.stdin.write("print(1)\n")
+        other.stdin.flush()
+        status, output, *theirs = other.stdout.readline().split()
+        assert (status, output) == ("ok", "1") and theirs, theirs
+        assert sandbox_module.reap_stale_cgroups(PLAN) == []
+        with Sandbox(config=SandboxConfig(workers=1)) as box:  # its start reaps too
+            assert box.run_program("print(2)").stdout == b"2\n"
+        assert all(os.path.isdir(path) for path in theirs)
+        other.stdin.write("print(3)\n")  # its worker's cgroups are still there for its next run
+        other.stdin.flush()
+        assert other.stdout.readline().split() == ["ok", "3", *theirs]
+    finally:
+        other.stdin.close()
+        other.wait(timeout=60)
+
+
+@needs_cgroup
+def test_a_worker_whose_cgroup_cannot_be_made_runs_on_rlimits_with_the_one_warning(monkeypatch, tmp_path):
+    # The plan said yes, the mkdir says no (a parent gone, a full cgroup tree): cgroup="auto"
+    # is a judge without the cgroup and one warning, not a failed evaluate().
+    broken = sandbox_module.CgroupPlan(1, str(tmp_path / "gone"), None, "a v1 memory parent that is gone")
+    monkeypatch.setattr(sandbox_module, "cgroup_plan", lambda: broken)
+    monkeypatch.setattr(sandbox_module, "_warned_no_cgroup", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Sandbox(config=SandboxConfig(workers=2)) as box:
+            assert [run.stdout for run in box.run_programs([("print(1)", ""), ("print(2)", "")])] == [b"1\n", b"2\n"]
+            assert box.memory_cgroups == []
+    messages = [str(warning.message) for warning in caught if "cgroup" in str(warning.message)]
+    assert len(messages) == 1 and "gone" in messages[0] and "rlimits" in messages[0], messages
+    with Sandbox(config=SandboxConfig(workers=1, cgroup="required")) as box, pytest.raises(RuntimeError, match="cgroup"):
+        box.run_program("print(1)")

@@ -2,6 +2,7 @@
 prelude modules, the run directory, std streams) must still look fresh to each run."""
 
 import json
+import platform
 import textwrap
 
 import pytest
@@ -263,6 +264,49 @@ def test_nothing_a_run_can_make_outlives_it_for_the_next(sandbox):
     """)
     first = sandbox.run_program(leave)
     assert first.stdout == b"[('shm', False), ('mq', False), ('key', False)]\n", first
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="the seccomp filter is x86_64 and aarch64 only")
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_run_can_make_no_namespace_and_mount_nothing(isolation):
+    # In a user namespace of its own a run holds every capability again: with it, where its
+    # cgroup's files are its uid's (runs that keep the caller's uid), it could mount a cgroup
+    # filesystem and lift its own memory limit (tests/test_sandbox_cgroup.py). Every way in
+    # is refused, at every isolation level; forks, threads and subprocesses still work.
+    attack = textwrap.dedent("""
+        import ctypes, os, subprocess, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        def errno(result):
+            return "ok" if result >= 0 else os.strerror(ctypes.get_errno())
+        NEWUSER, NEWNS, NEWCGROUP, NEWPID, SIGCHLD = 0x10000000, 0x20000, 0x02000000, 0x20000000, 17
+        clone, clone3 = {"x86_64": (56, 435), "aarch64": (220, 435)}[os.uname().machine]
+        os.mkdir("target")
+        tried = {
+            "unshare": errno(libc.unshare(NEWUSER | NEWNS | NEWCGROUP)),
+            "unshare user": errno(libc.unshare(NEWUSER)),
+            "clone": errno(libc.syscall(clone, NEWUSER | SIGCHLD, 0, 0, 0, 0)),
+            "clone pid": errno(libc.syscall(clone, NEWPID | SIGCHLD, 0, 0, 0, 0)),
+            "clone3": errno(libc.syscall(clone3, 0, 0)),
+            "setns": errno(libc.setns(os.open("/proc/self/ns/user", os.O_RDONLY), 0)),
+            "mount": errno(libc.mount(b"none", b"target", b"tmpfs", 0, None)),
+            "umount2": errno(libc.umount2(b"/proc", 2)),
+            "fsopen": errno(libc.syscall(430, b"tmpfs", 0)),
+        }
+        print(sorted(set(tried.values())))
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        thread = threading.Thread(target=print, args=("thread",))
+        thread.start()
+        thread.join()
+        print(os.waitpid(pid, 0)[1] >> 8, subprocess.run(["echo", "child"], capture_output=True).stdout.decode().strip())
+    """)
+    with Sandbox(workers=1, isolation=isolation) as box:
+        result = box.run_program(attack)
+    assert result.status == "ok", result
+    lines = result.stdout.decode().splitlines()
+    assert lines == ["['Function not implemented', 'Operation not permitted']", "thread", "7 child"], result
 
 
 def test_without_a_uid_of_its_own_a_run_cannot_unmount_what_hides_our_files(monkeypatch, tmp_path):

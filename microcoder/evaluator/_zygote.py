@@ -11,12 +11,14 @@ Per run the zygote:
      tests of a sample come one after another), makes the run's private directory, and
      puts stdin (sealed), stdout, stderr and the result in fresh memory files (memfd:
      real, seekable files that no path names), beside a status pipe;
-  2. forks a child that starts a new session, joins the worker's memory and pids
-     cgroups where the sandbox made them (`RunCgroup`), moves those onto fds 0-4, sets rlimits
-     (CPU, address space, file size, processes, open files), drops to a per-worker uid,
-     installs the keyring seccomp filter, closes every other file descriptor, reports on
-     the status pipe and closes it, and runs the program as `__main__` (or calls its
-     entry point);
+  2. forks a child that starts a new session, moves those onto fds 0-4, joins the leaf
+     of the worker's memory and pids cgroups where the sandbox made them (`RunCgroup`;
+     the worker has just written the run's limits on the cgroups above the leaf), closes
+     every other file descriptor, sets rlimits (CPU, address space, file size, processes,
+     open files), drops to a per-worker uid, reports on the status pipe and closes it, and
+     runs the program as `__main__` (or calls its entry point). The seccomp filter the
+     worker put on itself (`run_syscall_filter`) holds in every child: no keyring,
+     namespace or mount calls;
   3. waits with a wall-clock backstop, kills whatever the run left behind (its process
      group, then as the worker uid `kill(-1, SIGKILL)`), reaps, reads the outputs and the
      status, removes the directory (and litter in the shared temp directories), reads
@@ -97,6 +99,7 @@ KEEP_IN_SHARED_TMP = set()
 RETIRING = False
 RUN_UID = None  # bytes, as /proc/key-users writes it
 CGROUP = None  # the worker's RunCgroup, where the sandbox made one
+RUN_CGROUP = "run"  # the leaf, inside the worker's cgroup, that runs join (sandbox.RUN_CGROUP)
 # More than this still charged to the cgroup after a run's clean-up and a reclaim means
 # something of the run outlived it (page cache it read is reclaimed; its files are gone):
 # the worker retires, so the next run starts from zero in a fresh cgroup.
@@ -111,35 +114,51 @@ def high_fd(fd):
 
 
 class RunCgroup:
-    """The worker's memory (and pids) cgroup, which each run joins as it starts: the kernel
-    then charges all the run holds, its heap and also its memory files and tmpfs files
-    (which its address-space limit does not see), against the run's memory limit, and
-    bounds its processes by pids.max. The worker stays outside, so the OOM killer there
-    finds only the run's processes. The sandbox made the cgroups and passed their
-    directories as fds: they name the host's cgroup mounts, which stay writable through
-    them while the worker's own copies of every mount are read-only."""
+    """The worker's memory (and pids) cgroup, which holds the run's limits, and the leaf
+    cgroup inside it (RUN_CGROUP) that each run joins as it starts: the kernel then charges
+    all the run holds, its heap and also its memory files and tmpfs files (which its
+    address-space limit does not see), against the run's memory limit, and bounds its
+    processes by pids.max. The worker stays outside, so the OOM killer there finds only the
+    run's processes. The sandbox made the cgroups and passed their directories as fds: they
+    name the host's cgroup mounts, which stay writable through them while the worker's own
+    copies of every mount are read-only; and they carry the sandbox's lock on each cgroup,
+    which this worker holds, by keeping them open, for as long as it lives.
+
+    The limits sit above the run's leaf because a cgroup namespace is rooted at the cgroup
+    its maker is in: were a run to make one and mount the cgroup filesystem in it (the
+    seccomp filter refuses that, see `run_syscall_filter`), the files it found would be the
+    leaf's, whose limits do not lift the ones above them."""
 
     def __init__(self, config):
         self.version = config["version"]
-        directories = [high_fd(config["memory_fd"])]
+        self.directories = [high_fd(config["memory_fd"])]  # kept open: they hold the lock
         if config.get("pids_fd") is not None:  # v1: a hierarchy of its own
-            directories.append(high_fd(config["pids_fd"]))
-        self.directory = directories[0]
+            self.directories.append(high_fd(config["pids_fd"]))
+        self.directory = self.directories[0]
         limit, swap_limit, events, usage = {
             1: ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control", "memory.usage_in_bytes"),
             2: ("memory.max", None, "memory.events", "memory.current"),
         }[self.version]
-        self.join_fds = [self.open("cgroup.procs", os.O_WRONLY, directory) for directory in directories]
+        leaf = RUN_CGROUP + "/"
+        self.join_fds = [self.open(leaf + "cgroup.procs", os.O_WRONLY, directory) for directory in self.directories]
         # v1: memory, then memory + swap (where swap is accounted), which may not be below it.
-        self.limit_fds = [self.open(limit, os.O_WRONLY)]
+        self.limit_fds = [self.open(limit, os.O_RDWR)]
         try:
             if swap_limit:
                 self.limit_fds.append(self.open(swap_limit, os.O_WRONLY))
         except FileNotFoundError:  # the kernel does not account swap
             pass
-        self.events_fd = self.open(events, os.O_RDONLY)
+        self.pids_fd = None  # v2: in the memory cgroup's directory; v1: in the pids hierarchy's
+        if self.version == 2 or len(self.directories) > 1:
+            try:
+                self.pids_fd = self.open("pids.max", os.O_WRONLY, self.directories[-1])
+            except FileNotFoundError:  # v2 without the pids controller
+                pass
+        # v1 counts an OOM kill in the killed process's own cgroup only (the leaf); v2 counts
+        # it in every cgroup above too, and the leaf (no controller enabled for it) is charged
+        # to ours anyway.
+        self.events_fd = self.open((leaf if self.version == 1 else "") + events, os.O_RDONLY)
         self.usage_fd = self.open(usage, os.O_RDONLY)
-        self.limit = None
         self.oom_kills = self.read_oom_kills()
 
     def open(self, name, flags, directory=None):
@@ -150,21 +169,25 @@ class RunCgroup:
         for fd in self.join_fds:
             os.write(fd, b"0")
 
-    def set_limit(self, limit):
-        """memory.max (v1: memory.limit_in_bytes and memory.memsw.limit_in_bytes, so that no
-        swap takes the run's memory files past it) = the run's memory limit. A cgroup that
-        refuses (removed under us) fails the run and retires the worker."""
+    def set_limits(self, memory_bytes, processes):
+        """Before every run: memory.max (v1: memory.limit_in_bytes and
+        memory.memsw.limit_in_bytes, so that no swap takes the run's memory files past it) =
+        the run's memory limit, and pids.max = its process limit. Written every time, never
+        skipped as already set: a run that could change them (one that is root, with
+        `isolation="none"`) must not leave the next run its own. A cgroup that refuses
+        (removed under us) fails the run and retires the worker."""
         global RETIRING
-        if limit == self.limit:
-            return
-        lowering = self.limit is None or limit < self.limit
         try:
+            current = os.pread(self.limit_fds[0], 64, 0).strip()
+            lowering = current == b"max" or memory_bytes < int(current)
+            # v1 keeps memory + swap >= memory at every step: lower memory first, raise it last.
             for fd in self.limit_fds if lowering else self.limit_fds[::-1]:
-                os.write(fd, str(limit).encode())
+                os.write(fd, str(memory_bytes).encode())
+            if self.pids_fd is not None:
+                os.write(self.pids_fd, str(processes).encode())
         except OSError:
             RETIRING = True
             raise
-        self.limit = limit
 
     def read_oom_kills(self):
         """The cgroup's OOM kill count (the `oom_kill` line of memory.oom_control in v1,
@@ -693,35 +716,75 @@ class SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(SockFilter))]
 
 
-# The kernel keyring calls (add_key, request_key, keyctl), by architecture: keys are not
-# namespaced and outlive a run, so a run could leave them for later ones to read.
-KEYRING_SYSCALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+# System calls runs may not make, by architecture (audit arch, then numbers):
+# - the kernel keyring calls (add_key, request_key, keyctl): keys are not namespaced and
+#   outlive a run, so a run could leave them for later ones to read;
+# - unshare and setns, and clone with a CLONE_NEW* flag: in a user namespace of its own a
+#   run would hold every capability again, and with it could mount a cgroup filesystem of
+#   its own and write its cgroup's limits where those files are its uid's (runs that keep
+#   the caller's uid); clone3, whose flags lie in memory a filter cannot read, says ENOSYS,
+#   on which glibc falls back to clone;
+# - mount, umount2, pivot_root and the new mount API (open_tree, move_mount, fsopen,
+#   fsconfig, fsmount, fspick, mount_setattr, open_tree_attr): refused even where a
+#   namespace slipped past the above.
+RUN_REFUSED_SYSCALLS = {
+    "x86_64": (0xC000003E, {
+        "keyring": (248, 249, 250), "namespaces": (272, 308),
+        "mounts": (165, 166, 155, 428, 429, 430, 431, 432, 433, 442, 467),
+        "clone": 56, "clone3": 435}),
+    "aarch64": (0xC00000B7, {
+        "keyring": (217, 218, 219), "namespaces": (97, 268),
+        "mounts": (40, 39, 41, 428, 429, 430, 431, 432, 433, 442, 467),
+        "clone": 220, "clone3": 435}),
+}
+# CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+# CLONE_NEWNET (CLONE_NEWTIME, 0x80, is part of clone's exit signal, and only clone3 and
+# unshare take it).
+CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+ENOSYS, EPERM = 38, 1
 
 
-def keyring_filter():
-    """A seccomp program refusing the keyring calls with EPERM (and, on x86_64, the x32 and
-    32-bit entry points, under whose numbers they would slip through); None on other
-    architectures."""
+def run_syscall_filter():
+    """A seccomp program refusing with EPERM the calls of RUN_REFUSED_SYSCALLS (and, on
+    x86_64, every x32 and 32-bit entry point, under whose numbers they would slip through),
+    clone3 with ENOSYS; None on other architectures. Installed on the worker, so every run,
+    and every process a run makes, has it."""
     import platform
 
-    if platform.machine() not in KEYRING_SYSCALLS:
+    if platform.machine() not in RUN_REFUSED_SYSCALLS:
         return None
-    arch, numbers = KEYRING_SYSCALLS[platform.machine()]
-    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    count = len(numbers)
-    program = [
-        (load, 0, 0, 4),  # seccomp_data.arch
+    arch, calls = RUN_REFUSED_SYSCALLS[platform.machine()]
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+    allow, errno = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | the errno
+    nr, arch_offset, first_argument = 0, 4, 16  # offsets in seccomp_data (the low half of args[0])
+    refused = [*calls["keyring"], *calls["namespaces"], *calls["mounts"]]
+    program = [  # jump targets by name, resolved below
+        (load, 0, 0, arch_offset),
         (jeq, 1, 0, arch),
-        (ret, 0, 0, refuse),  # another architecture's entry point
-        (load, 0, 0, 0),  # seccomp_data.nr
-        (jge, count + 1, 0, 0x40000000),  # x32
-        *[(jeq, count - index, 0, number) for index, number in enumerate(numbers)],
-        (ret, 0, 0, allow),
-        (ret, 0, 0, refuse),
+        (ret, 0, 0, errno | EPERM),  # another architecture's entry point
+        (load, 0, 0, nr),
+        (jge, "refuse", 0, 0x40000000),  # x32
+        *[(jeq, "refuse", 0, number) for number in refused],
+        (jeq, "no such call", 0, calls["clone3"]),
+        (jeq, 0, "allow", calls["clone"]),
+        (load, 0, 0, first_argument),  # clone's flags
+        (jset, "refuse", "allow", CLONE_NEW_FLAGS),
+        "allow", (ret, 0, 0, allow),
+        "refuse", (ret, 0, 0, errno | EPERM),
+        "no such call", (ret, 0, 0, errno | ENOSYS),
     ]
-    filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
-    return SockFprog(len(program), filters), filters  # keep the array alive beside the pointer
+    labels, instructions = {}, []
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = len(instructions)
+        else:
+            instructions.append(item)
+    resolved = []
+    for index, (code, if_true, if_false, value) in enumerate(instructions):
+        jump = lambda target: target if isinstance(target, int) else labels[target] - index - 1  # noqa: E731
+        resolved.append(SockFilter(code, jump(if_true), jump(if_false), value))
+    filters = (SockFilter * len(resolved))(*resolved)
+    return SockFprog(len(resolved), filters), filters  # keep the array alive beside the pointer
 
 
 class CapabilityHeader(ctypes.Structure):
@@ -862,7 +925,7 @@ def run(request, blobs, config):
         os.chdir(CHILD_DIRECTORY)  # the child inherits it
         limits = limits_for(request, uid)
         if CGROUP is not None:
-            CGROUP.set_limit(request["memory_bytes"])
+            CGROUP.set_limits(request["memory_bytes"], request["max_processes"])
         # Frozen, the worker's objects are not the child's collector's business: its
         # collections (and finish()'s) see only the program's objects and copy no page of
         # ours. The worker itself goes on collecting as before.
@@ -1043,9 +1106,9 @@ def prepare_worker(config, requests, replies):
     # limit); glibc sizes threads' stacks by RLIMIT_STACK, which the worker raised for
     # deep recursion, and 16 MiB keeps threads within the memory limit.
     LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    keyring = keyring_filter()  # on the worker itself, so that every run inherits it
-    if keyring is not None:
-        check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(keyring[0]), 0, 0), "seccomp")
+    refused = run_syscall_filter()  # on the worker itself, so that every run inherits it
+    if refused is not None:
+        check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(refused[0]), 0, 0), "seccomp")
     for signum in (signal.SIGXFSZ, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
     _thread.stack_size(16 * 1024 * 1024)

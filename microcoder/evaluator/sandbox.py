@@ -18,14 +18,16 @@ Isolation, strongest first (chosen by `isolation="auto"`):
 
 Beside the isolation, each worker gets a memory and a pids cgroup of its own where the
 machine lets us make one (cgroup v2, else the v1 `memory` and `pids` controllers; see
-`cgroup_plan`), which every run joins: what a run holds in memory files and tmpfs counts
-against its memory limit, as its heap does, and `pids.max` bounds its processes whatever
-its uid. Where no cgroup can be made the sandbox warns once and relies on rlimits.
+`cgroup_plan`), which holds the limits, with a leaf cgroup inside that every run joins:
+what a run holds in memory files and tmpfs counts against its memory limit, as its heap
+does, and `pids.max` bounds its processes whatever its uid. Where no cgroup can be made
+the sandbox warns once and relies on rlimits.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import itertools
 import json
 import os
@@ -175,10 +177,15 @@ class CgroupPlan:
         return self.version is not None
 
 
-# Each worker's cgroups are named after the process that made them (pid and start time,
-# so a reused pid is not mistaken for it) and the worker's slot: a later start removes the
-# ones whose maker is gone (killed before it could remove them itself).
-CGROUP_NAME = re.compile(r"microcoder-(\d+)\.(\d+)-\d+|microcoder-probe-(\d+)\.(\d+)")
+# Each worker's cgroups are named after the process that made them: its pid namespace (the
+# inode of /proc/self/ns/pid), pid and start time (so a reused pid is not mistaken for it),
+# and the worker's slot. A later start removes the ones whose maker is gone (killed before
+# it could remove them itself), only among those named in its own pid namespace, where
+# those pids mean what they say, and only when no live worker holds the cgroup's lock (see
+# `_make_locked_cgroup`). Runs join the leaf RUN_CGROUP inside; the limits are on the
+# worker's cgroup above it, out of reach of a cgroup namespace a run could make.
+CGROUP_NAME = re.compile(r"microcoder-(?:probe-)?(?P<namespace>\d+)\.(?P<pid>\d+)\.(?P<started>\d+)(?:-\d+)?")
+RUN_CGROUP = "run"
 _cgroup_plans: list[CgroupPlan] = []
 _cgroup_lock = threading.Lock()
 _warned_no_cgroup = False
@@ -195,8 +202,34 @@ def _start_time(pid: int | str = "self") -> str | None:
     return stat[stat.rindex(")") + 2:].split()[19]  # field 22; the command name may hold spaces
 
 
+def _pid_namespace() -> int:
+    """The inode of our pid namespace (0 where /proc does not say)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def _owner_tag() -> str:
-    return f"{os.getpid()}.{_start_time()}"
+    return f"{_pid_namespace()}.{os.getpid()}.{_start_time()}"
+
+
+def _make_locked_cgroup(path: str) -> int:
+    """mkdir a cgroup and return its directory opened and `flock`ed: whoever holds that fd
+    (the worker it is passed to, for as long as it lives) marks the cgroup as in use, in
+    any pid namespace, so that `reap_stale_cgroups` leaves it alone."""
+    os.mkdir(path, 0o755)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise
+    except OSError:
+        os.rmdir(path)
+        raise
+    return fd
 
 
 def _unescape(path: str) -> str:
@@ -220,7 +253,7 @@ def _probe(parent: str, control: str) -> str | None:
     removed again), else why not."""
     probe = os.path.join(parent, f"microcoder-probe-{_owner_tag()}")
     try:
-        os.mkdir(probe)
+        lock = _make_locked_cgroup(probe)
     except OSError as error:
         return f"cannot make a cgroup in {parent}: {error.strerror}"
     try:
@@ -234,6 +267,7 @@ def _probe(parent: str, control: str) -> str | None:
             os.rmdir(probe)
         except OSError:
             pass
+        os.close(lock)
 
 
 def find_cgroups(self_cgroup: str, mountinfo: str) -> CgroupPlan:
@@ -312,10 +346,13 @@ def cgroup_plan() -> CgroupPlan:
 
 
 def reap_stale_cgroups(plan: CgroupPlan) -> list[str]:
-    """Remove the worker cgroups (and probes) whose maker has ended without removing them
-    (a killed process); returns those that went. One that still holds a process (a worker
-    of that process not yet ended) stays for a later start."""
+    """Remove the worker cgroups (and probes) in our own parents that a killed process left;
+    returns those that went. Only cgroups named in our pid namespace are considered (the
+    pid in another's names some other process here), only those whose maker (pid and start
+    time) is gone, and only those whose lock no live worker holds; one that still holds a
+    process stays (nothing is killed here) for a later start."""
     removed = []
+    namespace = str(_pid_namespace())
     for parent in {plan.memory_parent, plan.pids_parent} - {None}:
         try:
             names = os.listdir(parent)
@@ -323,21 +360,46 @@ def reap_stale_cgroups(plan: CgroupPlan) -> list[str]:
             continue
         for name in names:
             match = CGROUP_NAME.fullmatch(name)
-            if match is None:
+            if match is None or match["namespace"] != namespace:
                 continue
-            pid, started = match.group(1) or match.group(3), match.group(2) or match.group(4)
-            if _start_time(pid) == started:
+            if _start_time(match["pid"]) == match["started"]:
                 continue  # its maker is alive: its own
+            path = os.path.join(parent, name)
             try:
-                os.rmdir(os.path.join(parent, name))
-                removed.append(os.path.join(parent, name))
+                lock = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a worker still uses it
+                if _remove_cgroup_tree(path):
+                    removed.append(path)
             except OSError:
                 pass
+            finally:
+                os.close(lock)
     return removed
 
 
+def _cgroup_tree(path: str) -> list[str]:
+    """`path` and every cgroup below it, deepest first (the order rmdir needs)."""
+    return [directory for directory, _, _ in os.walk(path, topdown=False)]
+
+
+def _remove_cgroup_tree(path: str) -> bool:
+    """rmdir a cgroup and whatever cgroups were made below it (its run leaf, and any a
+    run made), deepest first; True when it is gone. Kills nothing."""
+    for directory in _cgroup_tree(path):
+        try:
+            os.rmdir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+    return True
+
+
 def _kill_cgroup_members(path: str) -> None:
-    """SIGKILL every process in a worker's cgroup (only runs of that worker join it)."""
+    """SIGKILL every process in one cgroup (only runs of its worker join there)."""
     try:
         pids = Path(path, "cgroup.procs").read_text().split()
     except OSError:
@@ -359,20 +421,27 @@ def _kill_cgroup_members(path: str) -> None:
 
 
 def _remove_cgroup(path: str, seconds: float = 2.0) -> bool:
-    """rmdir a worker's cgroup once no process is left in it (killing any that are:
-    runs of a worker closed mid-run); True when it is gone."""
+    """rmdir a worker's cgroup and the cgroups below it once no process is left in them
+    (killing any that are: runs of a worker closed mid-run); True when it is gone."""
     deadline = time.monotonic() + seconds
     while True:
-        try:
-            os.rmdir(path)
+        if _remove_cgroup_tree(path):
             return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            if time.monotonic() > deadline:
-                return False
-        _kill_cgroup_members(path)
+        if time.monotonic() > deadline:
+            return False
+        for directory in _cgroup_tree(path):
+            _kill_cgroup_members(directory)
         time.sleep(0.02)  # killed processes take a moment to leave
+
+
+def _warn_without_cgroup(why: str) -> None:
+    """The one warning per process that runs go without a cgroup (`cgroup="auto"`)."""
+    global _warned_no_cgroup
+    if not _warned_no_cgroup:
+        _warned_no_cgroup = True
+        warnings.warn(f"sandbox: {why}; runs are bounded by rlimits alone, so a run can hold memory in memfds "
+                      "and tmpfs files beyond its memory limit until it ends (docs/sandbox.md)",
+                      RuntimeWarning, stacklevel=4)
 
 
 def _default_hidden_paths(extra: Sequence[str]) -> list[str]:
@@ -394,7 +463,13 @@ class Worker:
         self.cgroup_paths: list[str] = []  # what close() removes: one directory (v2) or one per hierarchy (v1)
         directory_fds: dict[str, int] = {}
         if cgroups is not None and cgroups.available:
-            directory_fds = self._make_cgroups(cgroups, slot)
+            try:
+                directory_fds = self._make_cgroups(cgroups, slot)
+            except OSError as error:
+                why = f"cannot make the worker's cgroup ({cgroups.description}): {error}"
+                if config.cgroup == "required":
+                    raise RuntimeError(f"sandbox: {why}") from error
+                _warn_without_cgroup(why)  # this worker runs on rlimits alone; the next tries again
         if plan.isolate_filesystem:
             tmp_root = "/tmp/microcoder-runs"
         else:
@@ -422,8 +497,9 @@ class Worker:
                 # drops both variables from the environment its runs see.
                 env={**RUN_ENVIRONMENT, "LD_BIND_NOW": "1", "PYTHONHASHSEED": "0"},
                 close_fds=True,
-                # The cgroup directories, opened here: they name the host's cgroup mounts,
-                # which stay writable through them when the worker's own copies are read-only.
+                # The cgroup directories, opened (and locked) here: they name the host's cgroup
+                # mounts, which stay writable through them when the worker's own copies are
+                # read-only; the worker holds the lock for as long as it lives.
                 pass_fds=tuple(directory_fds.values()),
                 start_new_session=True,  # a Ctrl-C at our terminal is ours to handle, not the worker's
             )
@@ -449,36 +525,47 @@ class Worker:
                           "world-writable host directories such as /run/lock", RuntimeWarning, stacklevel=2)
 
     def _make_cgroups(self, cgroups: CgroupPlan, slot: int) -> dict[str, int]:
-        """Make this worker's cgroups (the memory limit is set by the worker for each run,
-        `pids.max` here) and open their directories for the worker: {"memory_fd": fd,
-        "pids_fd": fd} (v2: one directory; pids_fd only where the controller is there)."""
+        """Make this worker's cgroups, each with the leaf RUN_CGROUP inside that its runs
+        join, and return their directories, opened and locked, for the worker:
+        {"memory_fd": fd, "pids_fd": fd} (v2: one directory, no pids_fd; v1: pids_fd only
+        where the controller is there). The worker writes the limits (`memory.max` or
+        `memory.limit_in_bytes`, `pids.max`) on these, above the leaf, before every run.
+        Raises OSError, having removed what it made."""
         name = f"microcoder-{_owner_tag()}-{slot}"
         fds: dict[str, int] = {}
         try:
             self.memory_cgroup = os.path.join(cgroups.memory_parent, name)
-            os.mkdir(self.memory_cgroup, 0o755)
+            fds["memory_fd"] = _make_locked_cgroup(self.memory_cgroup)
             self.cgroup_paths.append(self.memory_cgroup)
             if cgroups.version == 2:
                 self.pids_cgroup = self.memory_cgroup if cgroups.pids_parent else None
                 # No swap to push memory files out to, and a run's processes killed together.
+                # Nothing is enabled in its cgroup.subtree_control: the leaf has no memory or
+                # pids files of its own, and is charged and counted here.
                 for control, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
                     if os.path.exists(os.path.join(self.memory_cgroup, control)):
                         Path(self.memory_cgroup, control).write_text(value)
-            elif cgroups.pids_parent:
-                self.pids_cgroup = os.path.join(cgroups.pids_parent, name)
-                os.mkdir(self.pids_cgroup, 0o755)
-                self.cgroup_paths.append(self.pids_cgroup)
-            if self.pids_cgroup:
-                Path(self.pids_cgroup, "pids.max").write_text(str(self.config.max_processes))
-            fds["memory_fd"] = os.open(self.memory_cgroup, os.O_RDONLY | os.O_DIRECTORY)
-            if cgroups.version == 1 and self.pids_cgroup:
-                fds["pids_fd"] = os.open(self.pids_cgroup, os.O_RDONLY | os.O_DIRECTORY)
+            else:
+                # The leaf's usage must count against the limit here. Linux 5.11+ always
+                # does; before, a cgroup without children could still be made to.
+                hierarchy = Path(self.memory_cgroup, "memory.use_hierarchy")
+                if hierarchy.exists() and hierarchy.read_text().strip() != "1":
+                    hierarchy.write_text("1")
+                    if hierarchy.read_text().strip() != "1":
+                        raise OSError(f"{hierarchy} stays 0: a run's leaf would not count against the limit")
+                if cgroups.pids_parent:
+                    self.pids_cgroup = os.path.join(cgroups.pids_parent, name)
+                    fds["pids_fd"] = _make_locked_cgroup(self.pids_cgroup)
+                    self.cgroup_paths.append(self.pids_cgroup)
+            for path in self.cgroup_paths:
+                os.mkdir(os.path.join(path, RUN_CGROUP), 0o755)
             return fds
-        except OSError as error:
+        except OSError:
             for fd in fds.values():
                 os.close(fd)
             self._remove_cgroups()
-            raise RuntimeError(f"sandbox: cannot make the worker's cgroup ({cgroups.description}): {error}") from error
+            self.memory_cgroup = self.pids_cgroup = None
+            raise
 
     def _remove_cgroups(self) -> None:
         for path in reversed(self.cgroup_paths):
@@ -608,7 +695,6 @@ class Sandbox:
     @staticmethod
     def _cgroups(mode: str) -> CgroupPlan:
         """The cgroup plan for `SandboxConfig.cgroup`; removes what killed processes left."""
-        global _warned_no_cgroup
         if mode not in ("auto", "required", "off"):
             raise ValueError(f"cgroup must be 'auto', 'required' or 'off', got {mode!r}")
         if mode == "off":
@@ -617,11 +703,7 @@ class Sandbox:
         if not plan.available:
             if mode == "required":
                 raise RuntimeError(f"cgroup='required': no memory cgroup can be made here ({plan.description})")
-            if not _warned_no_cgroup:
-                _warned_no_cgroup = True
-                warnings.warn(f"sandbox: no memory cgroup can be made here ({plan.description}); runs are bounded "
-                              "by rlimits alone, so a run can hold memory in memfds and tmpfs files beyond its "
-                              "memory limit until it ends (docs/sandbox.md)", RuntimeWarning, stacklevel=3)
+            _warn_without_cgroup(f"no memory cgroup can be made here ({plan.description})")
             return plan
         reap_stale_cgroups(plan)
         for path in list(_unremoved_cgroups):
