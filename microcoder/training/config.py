@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from microcoder.algorithms import ADVANTAGE_MODES, AGGREGATION_MODES, KL_ESTIMATORS
 from microcoder.training.temperature import check_temperature_stages
@@ -164,6 +164,8 @@ class TrainConfig(BaseModel):
     """Evaluator sandbox workers; 0: one per usable core."""
     reward_time_limit_s: float = 2.0
     """CPU seconds per test when a problem sets none."""
+    reward_time_limit_scale: float = Field(1.0, gt=0)
+    """Multiplies every test's CPU limit (the problem's, else reward_time_limit_s); > 1 on a machine slower than the one the limits were measured on."""
     reward_judge_mode: Literal["robust", "strict"] = "robust"
     """How the reward judges output: "robust" (our comparison rules) or "strict" (LiveCodeBench's grader; the evaluator aspect's weaker reward). Held-out accuracy is always judged robustly."""
 

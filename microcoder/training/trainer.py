@@ -817,6 +817,13 @@ def _truncate_metrics(path: Path, last_step: int) -> None:
     path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
+def reward_evaluator_config(config: TrainConfig) -> EvaluatorConfig:
+    """The reward's evaluator settings (a problem's own time limit still wins over
+    reward_time_limit_s; the scale multiplies whichever applies)."""
+    return EvaluatorConfig(workers=config.reward_workers, time_limit_s=config.reward_time_limit_s,
+                           time_limit_scale=config.reward_time_limit_scale, mode=config.reward_judge_mode)
+
+
 def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None,
                   problems: tuple[list[Problem], list[Problem]] | None = None,
                   evaluator: Evaluator | None = None) -> MicroCoderTrainer:
@@ -829,8 +836,7 @@ def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None
         model, tokenizer = load_model(config, run_dir)
     train, heldout = problems if problems is not None else load_problem_split(config)
     if evaluator is None:
-        evaluator = Evaluator(EvaluatorConfig(workers=config.reward_workers, time_limit_s=config.reward_time_limit_s,
-                                              mode=config.reward_judge_mode))
+        evaluator = Evaluator(reward_evaluator_config(config))
     reward = EvaluatorReward(evaluator, train + heldout, config.max_new_tokens,
                              config.overlong_cache_length, config.overlong_penalty_factor, overlap=config.reward_overlap)
     dataset = Dataset.from_list([{"prompt": render_prompt(problem, tokenizer), "problem_id": problem.id}
