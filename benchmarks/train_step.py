@@ -168,6 +168,7 @@ def build(kind: str, args, problems, evaluator, workdir: Path, overrides: list[s
     """(trainer, tokens list the reward fills, config) for `kind`: "plain" (TRL's GRPOTrainer) or "ours"."""
     import torch
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from microcoder.evaluator import Sample
@@ -203,6 +204,7 @@ def build(kind: str, args, problems, evaluator, workdir: Path, overrides: list[s
         trl_args = GRPOConfig(**grpo_arguments(config, str(workdir / "checkpoints")))
         trainer = GRPOTrainer(model=model, reward_funcs=[evaluator_reward], args=trl_args, train_dataset=dataset,
                               processing_class=tokenizer)
+        trainer.remove_callback(PrinterCallback)  # TRL's log dicts; ours prints one line per step
     return trainer, tokens, config
 
 
