@@ -130,14 +130,46 @@ def test_one_evaluator_serves_every_call_and_closes():
     assert score(SUM_PROBLEM, CORRECT, False)["verdict"] == "accepted"  # a new pool on next use
 
 
-def test_concurrent_calls_share_the_pool():
-    """verl runs a synchronous reward function in a thread pool: calls overlap."""
+def test_concurrent_calls_share_the_pool(monkeypatch):
+    """verl runs a synchronous reward function in a thread pool: calls overlap, and the first
+    ones race to start the pool. A slow start widens the race: one pool all the same."""
+    import time
     from concurrent.futures import ThreadPoolExecutor
 
+    started = []
+
+    class SlowToStart(reward.Evaluator):
+        def __init__(self, config):
+            started.append(self)
+            time.sleep(0.3)
+            super().__init__(config)
+
+    monkeypatch.setattr(reward, "Evaluator", SlowToStart)
     cases = [(CORRECT, "accepted"), (WRONG, "wrong_answer")] * 4
+
+    def judge(case):
+        return score(SUM_PROBLEM, case[0], False)["verdict"], reward._evaluator
+
     with ThreadPoolExecutor(max_workers=4) as pool:
-        verdicts = list(pool.map(lambda case: score(SUM_PROBLEM, case[0], False)["verdict"], cases))
-    assert verdicts == [verdict for _, verdict in cases]
+        results = list(pool.map(judge, cases))
+    assert [verdict for verdict, _ in results] == [verdict for _, verdict in cases]
+    assert len(started) == 1 and all(evaluator is started[0] for _, evaluator in results)
+
+
+def test_problems_are_cached_by_digest_and_only_a_few_hundred():
+    """A ground truth holds every test of its problem (megabytes for some): the cache keys on a
+    16-byte digest of it and keeps the last PROBLEM_CACHE_SIZE problems."""
+    reward._problems.clear()
+    texts = [stdin_problem([("1\n", f"{index}\n")], problem_id=f"p{index}").model_dump_json()
+             for index in range(reward.PROBLEM_CACHE_SIZE + 44)]
+    first = reward.parse_ground_truth(texts[0])
+    assert reward.parse_ground_truth(texts[0]) is first  # a hit: a group's responses share one parse
+    for text in texts:
+        reward.parse_ground_truth(text)
+    assert len(reward._problems) == reward.PROBLEM_CACHE_SIZE
+    assert all(isinstance(key, bytes) and len(key) == 16 for key in reward._problems)
+    assert reward.parse_ground_truth(texts[0]) is not first  # evicted, oldest first, and parsed again
+    assert reward.parse_ground_truth(texts[-1]).id == f"p{len(texts) - 1}"
 
 
 def test_ground_truth_must_be_a_problem_as_json():

@@ -7,11 +7,12 @@ response as
     compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=..., **reward_kwargs)
 
 `solution_str` is the response decoded with special tokens skipped; `ground_truth` is the
-row's `reward_model.ground_truth`; `extra_info` is the row's `extra_info` column (plus
-verl's `num_turns` and `rollout_reward_scores`); `reward_kwargs` come from
-`reward.custom_reward_function.reward_kwargs`. A synchronous function like this one runs
-in the worker's default thread pool, so several calls overlap: the evaluator below is
-thread-safe and shared by them.
+row's `reward_model.ground_truth`; `extra_info` is the row's `extra_info` column plus what
+the manager adds: `num_turns`, `rollout_reward_scores` and a tool agent's extra fields
+(verl's `naive` manager and ours alike), and `microcoder` (ours, below); `reward_kwargs`
+come from `reward.custom_reward_function.reward_kwargs`. A synchronous function like this
+one runs in the worker's default thread pool, so several calls overlap: the evaluator
+below is thread-safe and shared by them.
 
 What `ground_truth` must hold: one problem of ours as JSON (`Problem.model_dump_json()`,
 the format of docs/formats.md: kind, tests, entry_point for call problems, limits,
@@ -37,8 +38,9 @@ is then fine for GRPO and DAPO, but the `microcoder_grpo` estimator refuses it.
 from __future__ import annotations
 
 import atexit
-import functools
+import hashlib
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from microcoder.algorithms.masking import is_repetitive, non_incorrect
@@ -47,6 +49,10 @@ from microcoder.problems import Problem
 
 # The paper's m; the TRL presets use 32 for their 128-token responses.
 DEFAULT_REPETITION_M = 128
+# Parsed problems kept per process (reward worker): four steps' prompts at the example's
+# train_batch_size of 64, enough for a group's G responses, judged within one step, to
+# parse their problem once; the bound is on Problems, tests and all, in each worker.
+PROBLEM_CACHE_SIZE = 256
 
 _evaluator: Evaluator | None = None
 _evaluator_config: EvaluatorConfig | None = None
@@ -81,16 +87,30 @@ def close_shared_evaluator() -> None:
         evaluator.close()
 
 
+_problems: OrderedDict[bytes, Problem] = OrderedDict()  # digest of the ground truth -> Problem, oldest first
+_problems_lock = threading.Lock()
+
+
 def parse_ground_truth(ground_truth: str) -> Problem:
-    """The Problem a `ground_truth` string holds (cached: a prompt's G responses share it)."""
+    """The Problem a `ground_truth` string holds.
+
+    The last PROBLEM_CACHE_SIZE problems are kept, keyed by a digest of the string (not the
+    string itself, which can be megabytes of tests): a prompt's G responses share one.
+    """
     if not isinstance(ground_truth, str):
         raise TypeError(f"ground_truth must be a Problem as a JSON string, got {type(ground_truth).__name__}")
-    return _parse_problem(ground_truth)
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_problem(ground_truth: str) -> Problem:
-    return Problem.model_validate_json(ground_truth)
+    key = hashlib.blake2b(ground_truth.encode(), digest_size=16).digest()
+    with _problems_lock:
+        if key in _problems:
+            _problems.move_to_end(key)
+            return _problems[key]
+    problem = Problem.model_validate_json(ground_truth)
+    with _problems_lock:
+        _problems[key] = problem
+        _problems.move_to_end(key)
+        while len(_problems) > PROBLEM_CACHE_SIZE:
+            _problems.popitem(last=False)
+    return problem
 
 
 def mask_facts(verdict: str, response_ids: list[int], truncated: bool, repetition_m: int) -> dict[str, bool]:
