@@ -58,23 +58,32 @@ def coded_batch(rows, width=LIMIT + 1):
 @pytest.mark.parametrize("value", [0.0, 1.0, -1.0, 0.5, 0.25, -0.75, 3.0])
 @pytest.mark.parametrize("qualifying", [False, True])
 @pytest.mark.parametrize("unscorable", [False, True])
-def test_dyadic_rewards_come_back_exactly_with_their_flags(value, qualifying, unscorable):
-    coded = torch.tensor([encode_score(value, qualifying, unscorable)], dtype=torch.float32)
-    rewards, qualifying_back, unscorable_back = decode_scores(coded)
+@pytest.mark.parametrize("several_outputs", [False, True])
+def test_dyadic_rewards_come_back_exactly_with_their_flags(value, qualifying, unscorable, several_outputs):
+    coded = torch.tensor([encode_score(value, qualifying, unscorable, several_outputs)], dtype=torch.float32)
+    rewards, qualifying_back, unscorable_back, several_back = decode_scores(coded)
     assert bool(qualifying_back[0]) == qualifying and bool(unscorable_back[0]) == unscorable
+    assert bool(several_back[0]) == several_outputs
     if unscorable:
         assert math.isnan(rewards[0])
     else:
         assert rewards[0].item() == value
-    assert abs(coded[0].item() - value) <= 7 * 2**-23 * max(abs(value), 2**-126)
+    assert abs(coded[0].item() - value) <= 15 * 2**-23 * max(abs(value), 2**-126)
 
 
-def test_a_shaped_reward_moves_by_at_most_seven_ulps():
+def test_what_verls_metrics_read_for_one_and_zero():
+    # 1 with the marker (bit 2) and qualifying (bit 0): 1 + 5 * 2^-23, the most a single
+    # output's 1 reads as (unscorable responses score 0).
+    assert encode_score(1.0, True) == 1 + 5 * 2**-23 == pytest.approx(1.0000006, abs=1e-7)
+    assert 0 < encode_score(0.0, True, several_outputs=True) <= 15 * 2**-149 < 3e-44
+
+
+def test_a_shaped_reward_moves_by_at_most_fifteen_ulps():
     as_float32 = torch.tensor(-0.123456789, dtype=torch.float32)
     ulp = 2.0**-27  # of a float32 in [2^-4, 2^-3)
     coded = encode_score(as_float32.item(), True)
-    assert abs(decode_scores(torch.tensor([coded]))[0][0].item() - as_float32.item()) <= 7 * ulp
-    assert abs(coded - as_float32.item()) <= 7 * ulp
+    assert abs(decode_scores(torch.tensor([coded]))[0][0].item() - as_float32.item()) <= 15 * ulp
+    assert abs(coded - as_float32.item()) <= 15 * ulp
 
 
 def test_a_plain_reward_is_refused_with_the_fix():
@@ -116,6 +125,72 @@ def test_settings_come_from_the_algorithm_node():
         settings_from_config({"use_kl_in_reward": True})
     with pytest.raises(ValueError, match="rho"):
         settings_from_config({"microcoder": {"rho": 1.5}})
+
+
+# ---- what verl hands the estimator: padding, several outputs, dtype, denormals ------------------
+
+def with_verls_padding(token_level_rewards, response_mask, uids, count):
+    """The batch after verl's v1 `upsample_batch_to_divisible_size` appended `count` rows (its
+    template, verl/trainer/ppo/padding_utils.py: a 1-token response with response_mask 0 and
+    rm_scores 0, one uid "pad<hex>" for all), at the end, as verl appends them."""
+    width = token_level_rewards.shape[1]
+    rewards = torch.cat([token_level_rewards, torch.zeros(count, width)])
+    mask = torch.cat([response_mask, torch.zeros(count, width, dtype=response_mask.dtype)])
+    return rewards, mask, list(uids) + ["pad5f0c3a9e1b7d4e2f8a6c0b9d3e1f7a2c"] * count
+
+
+def test_verls_padding_rows_get_zero_and_take_no_part(judged):
+    """verl pads a batch that does not divide its mini-batches; those rows carry no reward of ours."""
+    token_level_rewards, response_mask, uids = coded_batch(judged)
+    config = {"microcoder": {"rho": 0.5, "seed": 3}}
+    reset_mask_generators()
+    unpadded, _ = compute_microcoder_grpo_advantage(token_level_rewards, response_mask, uids, config)
+    reset_mask_generators()
+    padded, _ = compute_microcoder_grpo_advantage(*with_verls_padding(token_level_rewards, response_mask, uids, 4),
+                                                  config)
+    assert torch.equal(padded[len(judged):], torch.zeros(4, padded.shape[1]))
+    # the same advantages and the same mask draws: padding is in no group and draws nothing
+    assert torch.equal(padded[: len(judged)], unpadded)
+
+
+def test_a_session_of_several_outputs_is_refused(judged):
+    token_level_rewards, response_mask, uids = coded_batch(judged)
+    result = judged[0]["result"]
+    token_level_rewards[0, len(judged[0]["ids"]) - 1] = encode_score(result["score"], result["qualifying"],
+                                                                     result["unscorable"], several_outputs=True)
+    with pytest.raises(ValueError, match="several outputs"):
+        compute_microcoder_grpo_advantage(token_level_rewards, response_mask, uids, None)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rewards_cast_to_a_smaller_float_are_refused_by_name(judged, dtype):
+    token_level_rewards, response_mask, uids = coded_batch(judged)
+    with pytest.raises(ValueError, match=f"float32.*{str(dtype)}"):
+        compute_microcoder_grpo_advantage(token_level_rewards.to(dtype), response_mask, uids, None)
+
+
+def test_a_row_with_several_nonzero_rewards_is_refused(judged):
+    token_level_rewards, response_mask, uids = coded_batch(judged)
+    token_level_rewards[1, 0] = -0.01  # a per-token penalty on top of the reward
+    with pytest.raises(ValueError, match="more than one nonzero"):
+        compute_microcoder_grpo_advantage(token_level_rewards, response_mask, uids, None)
+
+
+def test_the_coded_reward_is_read_whole_when_denormals_flush_to_zero(judged):
+    """A coded 0 reward is a float32 denormal (the marker bit alone): an arithmetic read (a row
+    sum) under flush-to-zero gives 0.0, whose marker is gone. The estimator reads bits."""
+    token_level_rewards, response_mask, uids = coded_batch(judged)  # built before flushing
+    reset_mask_generators()
+    expected, _ = compute_microcoder_grpo_advantage(token_level_rewards, response_mask, uids, None)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        assert token_level_rewards.sum(dim=-1)[1].item() == 0.0  # the wrong answer's coded 0, summed: flushed
+        reset_mask_generators()
+        advantages, _ = compute_microcoder_grpo_advantage(token_level_rewards, response_mask, uids, None)
+    finally:
+        torch.set_flush_denormal(False)
+    assert torch.equal(advantages, expected)
 
 
 # ---- the same advantages as our TRL trainer --------------------------------------------------

@@ -5,7 +5,7 @@ The pieces, and the verl config key that picks each (examples/verl/ has the whol
     reward.py          compute_score, the reward function      reward.custom_reward_function
     reward_manager.py  MicroCoderRewardManager: tokens in,      reward.reward_manager (importlib)
                        the mask's facts coded into the reward
-    score_bits.py      that code: three low bits of the float32 reward
+    score_bits.py      that code: four low bits of the float32 reward
     advantage.py       the microcoder_grpo estimator            algorithm.adv_estimator
     plugin.py          registers it in every verl process       (entry point verl.plugins)
     data.py            problems JSONL -> verl parquet           data.train_files / val_files
@@ -14,7 +14,8 @@ Clip-higher and no KL are verl's own keys (actor_rollout_ref.actor.clip_ratio_lo
 use_kl_loss=false, algorithm.use_kl_in_reward=false). verl has no per-step temperature:
 a staged schedule is one run per stage, each resumed from the last (docs/scaling.md).
 
-Only `data` and `reward` import without verl; the others need it. Tests:
-`bash scripts/test_verl.sh` (builds verl's environment, whose transformers pin differs
-from ours, and runs tests/test_integrations_verl*.py in it).
+Only `data`, `reward`, `score_bits` and `advantage` import without verl; the others need
+it. Tests: `bash scripts/test_verl.sh` (builds verl's environment, whose transformers pin
+differs from ours, with the TransferQueue its v1 trainer needs, and runs
+tests/test_integrations_verl*.py in it).
 """

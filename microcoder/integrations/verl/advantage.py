@@ -11,8 +11,27 @@ process that imports verl).
 
 What verl hands the estimator, and where the facts come from: `compute_advantage` passes
 token_level_rewards (B, L), response_mask (B, L), index (B,) (the prompt's uid) and config
-(the `algorithm` node). Whether each response qualifies, and whether it is unscorable,
-travels in the low bits of its reward (`score_bits`); the reward itself is the row's sum.
+(the `algorithm` node). Each row of token_level_rewards holds one float, the coded reward,
+at the response's last token (zeros elsewhere); whether the response qualifies, and
+whether it is unscorable, travel in its low bits (`score_bits`). `coded_rewards` reads that
+float where it lies, bit for bit.
+
+Rows that are not responses: verl's v1 trainer pads a batch that is not a multiple of
+lcm(data-parallel size, ppo_mini_batch_size x n) with synthetic rows
+(`upsample_batch_to_divisible_size`: response_mask all 0, rm_scores all 0, a uid "pad...").
+They carry no reward of ours. A row whose response_mask is all 0 gets advantage 0, is not
+decoded, is in no group and draws no mask number; verl's loss ignores it anyway.
+
+Sessions of several outputs: an agent loop may return several outputs per session (one
+per turn). verl 0.9.1's v1 trainer keeps only each session's last output for its own
+`grpo` estimator and broadcasts the result; every other estimator, this one included, gets
+every output as a row of its own (`compute_advantage_for_multi_trajectories`), and verl
+copies the session's one reward onto each. Each output would then count as one more
+response of its group (in the mean, the std and the mask's draws), and the estimator
+cannot tell a session's outputs apart from separate responses (it sees no session id).
+So `MicroCoderRewardManager` marks a session of several outputs in the reward's bits and
+the estimator refuses it. verl's single_turn_agent (the default) and tool_agent return one
+output per session.
 
 Settings, under `algorithm.microcoder` (all optional):
     rho   (0.3)   probability that a qualifying response is masked (the TRL default's value)
@@ -27,9 +46,10 @@ reorders rows); groups may differ in size. Each group's advantages are
 and std with advantage 0, and a group of one response gets 0. verl's own GRPO gives a
 lone response its raw reward (mean 0, std 1 for a group of one); ours follows our trainer.
 
-The mask's random draws: one U(0,1) per response, in batch row order, from a
-`torch.Generator` seeded with `seed` that lives in the process that computes advantages
-(verl's driver) and advances by B every call, as the TRL trainer's `mask_generator` does.
+The mask's random draws: one U(0,1) per response, in batch row order (padding rows draw
+none), from a `torch.Generator` seeded with `seed` that lives in the process that computes
+advantages (verl's driver) and advances by the number of responses every call, as the TRL
+trainer's `mask_generator` does.
 So with the same seed, the same rows in the same order and the same number of earlier
 calls, both mask the same responses; the tests rely on it. verl does not checkpoint this
 generator: a resumed run restarts the stream at `seed` (our TRL trainer saves and restores
@@ -132,6 +152,38 @@ def settings_from_config(config: Any) -> dict[str, Any]:
     return settings
 
 
+def coded_rewards(token_level_rewards: torch.Tensor) -> torch.Tensor:
+    """Each row's coded reward, read where verl put it, bit for bit.
+
+    Args:
+        token_level_rewards: (B, L) float32, zeros but for one reward per row at the
+            response's last token (verl's rm_scores, right-padded with zeros).
+
+    Returns:
+        (B,) float32 on the CPU: the row's entry whose bits are not all zero (a row of zeros
+        reads as 0.0, which carries no marker). Read through an integer view, never
+        summed: arithmetic that flushes denormals to zero would erase a coded 0 reward.
+
+    Raises ValueError for a dtype other than float32 (bfloat16 and float16 have no room for
+    the bits) and for a row with more than one nonzero entry (a per-token reward was added).
+    """
+    if token_level_rewards.dtype != torch.float32:
+        raise ValueError(f"{ESTIMATOR_NAME} needs token_level_rewards in float32 (verl's rm_scores are), got "
+                         f"{token_level_rewards.dtype}: the truncation mask's facts live in float32's lowest "
+                         "mantissa bits, which a cast to a smaller type has rounded away")
+    bits = token_level_rewards.detach().to("cpu").contiguous().view(torch.int32)  # (B, L)
+    nonzero = bits != 0
+    per_row = nonzero.sum(dim=-1)
+    if bool((per_row > 1).any()):
+        rows = torch.nonzero(per_row > 1).squeeze(-1).tolist()[:5]
+        raise ValueError(f"rows {rows}... of token_level_rewards hold more than one nonzero entry: verl's agent loop "
+                         "writes one reward per response, so something added per-token rewards (a KL penalty?), "
+                         "which erases the truncation mask's facts")
+    positions = torch.arange(bits.shape[-1]).expand_as(bits)  # (B, L)
+    last = torch.where(nonzero, positions, 0).amax(dim=-1)  # (B,); 0 for a row of zeros
+    return bits.gather(-1, last.unsqueeze(-1)).squeeze(-1).view(torch.float32)
+
+
 def compute_microcoder_grpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -142,19 +194,30 @@ def compute_microcoder_grpo_advantage(
     """verl's estimator interface: (advantages, returns), both (B, L), equal, zero off the response.
 
     Args:
-        token_level_rewards: (B, L) float32; each row sums to the coded reward.
-        response_mask: (B, L), 1 on response tokens.
+        token_level_rewards: (B, L) float32; each row holds the coded reward at its last token.
+        response_mask: (B, L), 1 on response tokens; a row of zeros is verl's padding.
         index: (B,) group uids (a numpy object array in verl).
         config: verl's `algorithm` config; see the module docstring.
     Other arguments verl may pass (reward_baselines, ...) are ignored.
     """
     settings = settings_from_config(config)
     with torch.no_grad():
-        scores = token_level_rewards.detach().to("cpu", torch.float32).sum(dim=-1)  # (B,): zeros + one reward, exact
-        rewards, qualifying, _ = decode_scores(scores)
-        advantages, _ = microcoder_grpo_advantages(
-            rewards, qualifying, list(index), settings["rho"], mask_generator(settings["seed"]),
-            settings["mode"], settings["eps"])
+        scores = coded_rewards(token_level_rewards)  # (B,)
+        responses = torch.nonzero(response_mask.detach().to("cpu").sum(dim=-1) > 0).squeeze(-1)  # (R,) not padding
+        advantages = torch.zeros(scores.shape[0], dtype=torch.float32)
+        if responses.numel() > 0:
+            rewards, qualifying, _, several_outputs = decode_scores(scores[responses])
+            if bool(several_outputs.any()):
+                raise ValueError(
+                    f"{int(several_outputs.sum())} rows come from agent-loop sessions that returned several outputs: "
+                    "verl hands this estimator each output as a response of its own, so a session would count "
+                    f"once per output in its group. {ESTIMATOR_NAME} needs one output per session (verl's "
+                    "single_turn_agent or tool_agent); see microcoder/integrations/verl/advantage.py")
+            groups = [index[row] for row in responses.tolist()]
+            response_advantages, _ = microcoder_grpo_advantages(
+                rewards, qualifying, groups, settings["rho"], mask_generator(settings["seed"]),
+                settings["mode"], settings["eps"])
+            advantages[responses] = response_advantages
         per_token = advantages.to(token_level_rewards.device).unsqueeze(-1) * response_mask  # (B, L)
     return per_token, per_token
 

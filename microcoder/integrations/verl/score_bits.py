@@ -12,10 +12,13 @@ only per-response value of ours an estimator receives.
 
 So the reward side (`MicroCoderRewardManager`, which sees the response tokens, and
 `compute_score`, which sees the verdict) decides per response whether it qualifies for
-the conditional truncation mask (truncated, non-incorrect, not a loop) and whether it is
-unscorable (a judge_error), and writes both, plus a marker, into the three lowest
-mantissa bits of the reward as a float32:
+the conditional truncation mask (truncated, non-incorrect, not a loop), whether it is
+unscorable (a judge_error) and whether its agent-loop session returned several outputs,
+and writes them, plus a marker, into the four lowest mantissa bits of the reward as a
+float32:
 
+    bit 3: several outputs (the session's reward, which verl copies to every output of it;
+           the microcoder_grpo estimator refuses it, see advantage.py)
     bit 2: marker, always 1 (a reward without it was not written by this module)
     bit 1: unscorable (judge_error: out of the group's baseline, advantage 0)
     bit 0: qualifying (may be masked with probability rho)
@@ -23,16 +26,18 @@ mantissa bits of the reward as a float32:
 The estimator reads the bits back and clears them to recover the reward. For the
 rewards MicroCoder-GRPO uses (0 and 1, whose low bits are already 0) the recovered
 reward is exact, so the advantages equal our TRL trainer's. A reward with low bits set
-(a shaped reward) loses them: it moves by at most 7 units in the last place (7 * 2^-23
+(a shaped reward) loses them: it moves by at most 15 units in the last place (15 * 2^-23
 of its magnitude). verl's own reward metrics (critic/score, val reward means) read the
-coded float: 1 reads as 1.0000005 at most, 0 as a value below 1e-44. The plain reward
-and the facts are also in reward_extra_info ("score", "acc", "verdict", "truncated",
-"qualifying", ...), exact, for logs, dumps and DAPO's filter_groups metric (use "acc").
+coded float: 1 reads as at most 1 + 5 * 2^-23 (about 1.0000006; marker and qualifying
+set), 0 as a float32 denormal of at most 15 * 2^-149 (about 2e-44). The plain reward and the facts are
+also in reward_extra_info ("score", "acc", "verdict", "truncated", "qualifying", ...),
+exact, for logs, dumps and DAPO's filter_groups metric (use "acc").
 
 The bits survive what verl does with the reward on the way (python float -> float32
-rm_scores -> TransferQueue -> padded tensor -> sum over the row of zeros and the reward;
-all exact on CPU, where the driver computes advantages). They do not survive a KL
-penalty in the reward (`algorithm.use_kl_in_reward`), which the estimator refuses.
+rm_scores -> TransferQueue -> padded tensor; the estimator reads the coded value itself,
+never a sum, so a flush of denormals to zero in arithmetic cannot touch it). They do not
+survive a KL penalty in the reward (`algorithm.use_kl_in_reward`), which the estimator
+refuses, nor a cast to bfloat16 or float16, which it refuses too.
 """
 
 from __future__ import annotations
@@ -41,14 +46,15 @@ import math
 
 import torch
 
-MARKER_BIT = 0b100
-UNSCORABLE_BIT = 0b010
-QUALIFYING_BIT = 0b001
-_LOW_BITS = 0b111
+SEVERAL_OUTPUTS_BIT = 0b1000
+MARKER_BIT = 0b0100
+UNSCORABLE_BIT = 0b0010
+QUALIFYING_BIT = 0b0001
+_LOW_BITS = 0b1111
 
 
-def encode_score(reward: float, qualifying: bool, unscorable: bool = False) -> float:
-    """`reward` as a float32 whose three lowest mantissa bits carry the flags.
+def encode_score(reward: float, qualifying: bool, unscorable: bool = False, several_outputs: bool = False) -> float:
+    """`reward` as a float32 whose four lowest mantissa bits carry the flags.
 
     The result is a Python float that a float32 holds exactly, so verl's cast of the
     reward into its float32 rm_scores keeps every bit. A non-finite reward is refused.
@@ -56,20 +62,21 @@ def encode_score(reward: float, qualifying: bool, unscorable: bool = False) -> f
     if not math.isfinite(reward):
         raise ValueError(f"reward must be finite, got {reward!r} (an unscorable response has reward 0 and unscorable=True)")
     bits = torch.tensor([reward], dtype=torch.float32).view(torch.int32)
-    flags = MARKER_BIT | (UNSCORABLE_BIT if unscorable else 0) | (QUALIFYING_BIT if qualifying else 0)
+    flags = (MARKER_BIT | (UNSCORABLE_BIT if unscorable else 0) | (QUALIFYING_BIT if qualifying else 0)
+             | (SEVERAL_OUTPUTS_BIT if several_outputs else 0))
     bits = (bits & ~_LOW_BITS) | flags
     return float(bits.view(torch.float32)[0])
 
 
-def decode_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(rewards, qualifying, unscorable) from coded float32 scores.
+def decode_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rewards, qualifying, unscorable, several_outputs) from coded float32 scores.
 
     Args:
-        scores: (B,) float32, each the sum of a response's row of token_level_rewards.
+        scores: (B,) float32, each a response's coded reward as verl stored it.
 
     Returns:
         rewards (B,) float32 with the flag bits cleared, NaN where unscorable (as
-        `group_advantages` expects); qualifying (B,) bool; unscorable (B,) bool.
+        `group_advantages` expects); qualifying, unscorable, several_outputs: (B,) bool.
 
     Raises ValueError when a score lacks the marker bit: it was not written by
     `encode_score` (verl's own reward manager, or something changed the reward after us).
@@ -87,6 +94,7 @@ def decode_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
             "algorithm.use_kl_in_reward false; see microcoder/integrations/verl/score_bits.py")
     qualifying = (bits & QUALIFYING_BIT) != 0
     unscorable = (bits & UNSCORABLE_BIT) != 0
+    several_outputs = (bits & SEVERAL_OUTPUTS_BIT) != 0
     rewards = (bits & ~_LOW_BITS).view(torch.float32).clone()
     rewards[unscorable] = math.nan
-    return rewards, qualifying, unscorable
+    return rewards, qualifying, unscorable, several_outputs
