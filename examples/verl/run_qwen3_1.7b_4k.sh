@@ -5,8 +5,9 @@
 #   bash examples/verl/run_qwen3_1.7b_4k.sh TRAIN.jsonl HELDOUT.jsonl [key=value ...]
 #
 # Environment: a machine with CUDA and verl 0.9.1's GPU stack (verl's own install guide:
-# its vllm extra pins torch 2.11 and vllm 0.24), then `pip install -e ".[verl]"` from this
-# repository (the verl extra; not beside the train extra, whose transformers pin differs).
+# its vllm extra pins torch 2.11 and vllm 0.24), then `pip install -e ".[verl]"
+# TransferQueue==0.1.11` from this repository (the verl extra, and the store verl's v1
+# trainer needs; not beside the train extra, whose transformers pin differs).
 # Extra key=value arguments go to both stages (e.g. actor_rollout_ref.model.path=/models/Qwen3-1.7B).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
