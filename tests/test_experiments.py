@@ -183,7 +183,9 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
         for seed in (0, 1):
             fake_run(grid / arm / f"seed-{seed}", batch, [
                 {"step": step, "reward_mean": 0.1 * step + seed, "seconds_rollout": 2.0 * batch,
-                 "seconds_reward": 1.0, "seconds_update": 3.0 + seed} for step in (1, 2, 3)])
+                 "seconds_reward": 1.0, "seconds_update": 3.0 + seed,
+                 # large judged behind its sampling (reward_overlap); small predates the key
+                 **({"seconds_reward_visible": 0.25} if arm == "large" else {})} for step in (1, 2, 3)])
     docs = tmp_path / "docs"
     [(figure, report)] = report_all(tmp_path / "runs", docs=docs)
     text = report.read_text()
@@ -191,6 +193,9 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert "| large | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | 3 | 2 |" in text
     assert "| large | seconds_rollout (all steps) | | | 8.0 +- 0.0 s | | 2 |" in text
     assert "| small | seconds_update (all steps) | | | 3.5 +- 0.5 s | | 2 |" in text
+    assert "| large | seconds_reward_visible (all steps) | | | 0.2 +- 0.0 s | | 2 |" in text
+    # runs from before reward_overlap: the reward's visible time is all of it
+    assert "| small | seconds_reward_visible (all steps) | | | 1.0 +- 0.0 s | | 2 |" in text
     from matplotlib.image import imread
     assert (docs / "batch.png").is_file() and imread(docs / "batch.png").shape[0] > 300
     published = docs / "data" / "batch"

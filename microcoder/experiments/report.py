@@ -32,7 +32,16 @@ import yaml
 from microcoder.experiments.runner import load_grid_spec, run_state
 from microcoder.training.plots import METRICS_FILE, read_metrics, series
 
-TIME_SPLIT = ("seconds_rollout", "seconds_reward", "seconds_update")
+# The reward's share is the time the step waited for the judge: with reward_overlap the
+# judging is hidden behind sampling and the log-prob passes, and seconds_reward counts
+# time already inside seconds_rollout. Runs from before the overlap have no visible key.
+TIME_SPLIT = ("seconds_rollout", "seconds_reward_visible", "seconds_update")
+
+
+def with_visible_reward(rows: list[dict]) -> list[dict]:
+    """Rows with `seconds_reward_visible` (= seconds_reward where a run predates it)."""
+    return [{"seconds_reward_visible": row["seconds_reward"], **row} if "seconds_reward" in row else row
+            for row in rows]
 NUMBERS_BEGIN = "<!-- NUMBERS: written by `microcoder experiment report --docs`; edits here are lost -->"
 NUMBERS_END = "<!-- /NUMBERS -->"
 PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
@@ -96,7 +105,8 @@ def batch_sizes(grid: Path, arms: list[str]) -> dict[str, int]:
 def report_grid(grid: Path) -> tuple[Path, Path]:
     """Write grid/figure.png and grid/report.md; returns their paths."""
     spec = load_grid_spec(grid)
-    arms = {arm: [read_metrics(path / METRICS_FILE) for path in reported_runs(grid / arm)] for arm in spec.arms}
+    arms = {arm: [with_visible_reward(read_metrics(path / METRICS_FILE)) for path in reported_runs(grid / arm)]
+            for arm in spec.arms}
     arms = {arm: runs for arm, runs in arms.items() if runs}
     if not arms:
         raise FileNotFoundError(f"{grid}: no run has logged metrics yet")
@@ -171,10 +181,11 @@ def draw_time_split(axis, arms: dict[str, list[list[dict]]], colours: dict[str, 
                  edgecolor="black", linewidth=0.5, label=key)
         for index, (bottom, height) in enumerate(zip(bottoms, heights)):
             if height > 0:
-                axis.text(index, bottom + height / 2, key.removeprefix("seconds_"), ha="center", va="center",
+                axis.text(index, bottom + height / 2, key.removeprefix("seconds_").removesuffix("_visible"),
+                          ha="center", va="center",
                           fontsize=7)
         bottoms = [bottom + height for bottom, height in zip(bottoms, heights)]
-    axis.set_title("seconds per step: rollout / reward / update")
+    axis.set_title("seconds per step: rollout / reward (waited for) / update")
     axis.tick_params(axis="x", labelrotation=20)
     axis.grid(alpha=0.3, axis="y")
 

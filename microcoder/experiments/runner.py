@@ -142,8 +142,9 @@ class ProgressWatcher:
                     if line.strip()]
         except (OSError, ValueError):
             return 0, []
-        seconds = [row["seconds_rollout"] + row["seconds_reward"] + row["seconds_update"]
-                   for row in rows if "seconds_rollout" in row]
+        # seconds_reward_visible: with reward_overlap, seconds_reward is mostly inside the rollout.
+        seconds = [row["seconds_rollout"] + row.get("seconds_reward_visible", row["seconds_reward"])
+                   + row["seconds_update"] for row in rows if "seconds_rollout" in row]
         return (rows[-1].get("step", 0) if rows else 0), seconds
 
     def poll(self) -> None:
