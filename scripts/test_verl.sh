@@ -5,9 +5,9 @@
 #
 # verl 0.9.1 pins transformers<5.11 and our train extra pins 5.24, so verl cannot live in
 # the main environment; this one holds torch 2.13.0 (CPU), microcoder[verl,dev] (our base
-# dependencies, verl 0.9.1 and what it imports), TransferQueue 0.1.11 (the store of verl's
-# v1 trainer, its default: named by verl's verl-core extra, not by its base requirements;
-# tests/test_integrations_verl_v1.py runs a v1 step on a local Ray with it) and nothing of
+# dependencies, verl 0.9.1 and what it imports, with TransferQueue 0.1.11: the store of
+# verl's v1 trainer, its default, named by verl's verl-core extra, not by its base
+# requirements; tests/test_integrations_verl_v1.py runs a v1 step on a local Ray with it) and nothing of
 # the train extra. In the main environment (CI) the same tests that need verl skip, saying why.
 #   VERL_VENV   where the environment lives (default: ~/.cache/microcoder/venv-verl)
 set -euo pipefail
@@ -24,6 +24,6 @@ fi
 echo "torch==2.13.0" > "$VENV/constraints.txt"
 # Editable and re-run every time: the entry point that registers the estimator
 # (verl.plugins) is read from the installed metadata, so it must follow pyproject.toml.
-"$VENV/bin/python" -m pip install -q -c "$VENV/constraints.txt" -e ".[verl,dev]" TransferQueue==0.1.11
+"$VENV/bin/python" -m pip install -q -c "$VENV/constraints.txt" -e ".[verl,dev]"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec "$VENV/bin/python" -m pytest -q tests/test_integrations_verl*.py "$@"
