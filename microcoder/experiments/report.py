@@ -190,6 +190,18 @@ def draw_time_split(axis, arms: dict[str, list[list[dict]]], colours: dict[str, 
     axis.grid(alpha=0.3, axis="y")
 
 
+def judge_error_runs(grid: Path, spec) -> list[str]:
+    """The reported runs that logged judge errors (fraction_unscorable > 0), with where."""
+    found = []
+    for arm in spec.arms:
+        for run in reported_runs(grid / arm):
+            rows = [row for row in read_metrics(run / METRICS_FILE) if row.get("fraction_unscorable")]
+            if rows:
+                worst = max(row["fraction_unscorable"] for row in rows)
+                found.append(f"{arm}/{run.name} (steps {rows[0]['step']}-{rows[-1]['step']}, up to {worst:.0%})")
+    return found
+
+
 def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path) -> str:
     lines = [f"# {spec.name}", ""]
     for finding in spec.findings:
@@ -211,6 +223,12 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path) -> str:
             tail = tail_mean(runs, key)
             lines.append(f"| {arm} | {key} | {means[0]:.3f} +- {errors[0]:.3f} | {means[-1]:.3f} +- {errors[-1]:.3f} "
                          f"| {tail[0]:.3f} +- {tail[1]:.3f} | {steps[-1]} | {len(runs)} |")
+    unjudged = judge_error_runs(grid, spec)
+    if unjudged:
+        # A judge error is no reward, not a wrong answer: a run with many trained on a
+        # fraction of its batch, and a held-out pass@1 with every problem unjudged reads 0.
+        lines += ["", f"**Runs with judge errors (fraction_unscorable > 0): {', '.join(unjudged)}.** "
+                  "Their numbers are not the method's; find the cause before comparing."]
     unfinished = [f"{arm}/seed-{seed}" for arm in spec.arms for seed in spec.seeds
                   if run_state(grid / arm / f"seed-{seed}") != "finished"]
     lines += ["", f"Runs not finished: {', '.join(unfinished) if unfinished else 'none'}"
@@ -226,7 +244,12 @@ def publish(grid: Path, docs: Path) -> Path:
     data.mkdir(parents=True, exist_ok=True)
     _copy(grid / "spec.yaml", data / "spec.yaml")
     for arm in spec.arms:
-        for run in seed_dirs(grid / arm):
+        runs = seed_dirs(grid / arm)
+        # A mirror: a run the grid no longer has (deleted to be redone) leaves the docs too.
+        for stale in (data / arm).glob("seed-*") if (data / arm).is_dir() else ():
+            if stale.name not in {run.name for run in runs} and not (grid / arm / stale.name).exists():
+                shutil.rmtree(stale)
+        for run in runs:
             target = data / arm / run.name
             target.mkdir(parents=True, exist_ok=True)
             for name in PUBLISHED_FILES:
