@@ -36,15 +36,15 @@ from microcoder.training.plots import METRICS_FILE, read_metrics, series
 # judging is hidden behind sampling and the log-prob passes, and seconds_reward counts
 # time already inside seconds_rollout. Runs from before the overlap have no visible key.
 TIME_SPLIT = ("seconds_rollout", "seconds_reward_visible", "seconds_update")
+NUMBERS_BEGIN = "<!-- NUMBERS: written by `microcoder experiment report --docs`; edits here are lost -->"
+NUMBERS_END = "<!-- /NUMBERS -->"
+PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
 
 
 def with_visible_reward(rows: list[dict]) -> list[dict]:
     """Rows with `seconds_reward_visible` (= seconds_reward where a run predates it)."""
     return [{"seconds_reward_visible": row["seconds_reward"], **row} if "seconds_reward" in row else row
             for row in rows]
-NUMBERS_BEGIN = "<!-- NUMBERS: written by `microcoder experiment report --docs`; edits here are lost -->"
-NUMBERS_END = "<!-- /NUMBERS -->"
-PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
 
 
 def seed_dirs(arm_dir: Path) -> list[Path]:
@@ -244,12 +244,11 @@ def publish(grid: Path, docs: Path) -> Path:
     data.mkdir(parents=True, exist_ok=True)
     _copy(grid / "spec.yaml", data / "spec.yaml")
     for arm in spec.arms:
-        runs = seed_dirs(grid / arm)
         # A mirror: a run the grid no longer has (deleted to be redone) leaves the docs too.
         for stale in (data / arm).glob("seed-*") if (data / arm).is_dir() else ():
-            if stale.name not in {run.name for run in runs} and not (grid / arm / stale.name).exists():
+            if not (grid / arm / stale.name).exists():
                 shutil.rmtree(stale)
-        for run in runs:
+        for run in seed_dirs(grid / arm):
             target = data / arm / run.name
             target.mkdir(parents=True, exist_ok=True)
             for name in PUBLISHED_FILES:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from microcoder.algorithms import ADVANTAGE_MODES, AGGREGATION_MODES, KL_ESTIMATORS
 from microcoder.training.temperature import check_temperature_stages
@@ -164,7 +164,7 @@ class TrainConfig(BaseModel):
     """Evaluator sandbox workers; 0: one per usable core."""
     reward_time_limit_s: float = 2.0
     """CPU seconds per test when a problem sets none."""
-    reward_time_limit_scale: float = Field(1.0, gt=0)
+    reward_time_limit_scale: float = 1.0
     """Multiplies every test's CPU limit (the problem's, else reward_time_limit_s); > 1 on a machine slower than the one the limits were measured on."""
     reward_judge_mode: Literal["robust", "strict"] = "robust"
     """How the reward judges output: "robust" (our comparison rules) or "strict" (LiveCodeBench's grader; the evaluator aspect's weaker reward). Held-out accuracy is always judged robustly."""
@@ -196,6 +196,7 @@ class TrainConfig(BaseModel):
         need(self.total_steps >= 1, "total_steps", "must be >= 1")
         need(self.ppo_epochs >= 1, "ppo_epochs", "must be >= 1")
         need(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        need(self.reward_time_limit_scale > 0, "reward_time_limit_scale", "must be > 0")
         need(1 <= self.rollout_chunks <= self.train_batch_size * self.group_size, "rollout_chunks",
              f"must be in [1, train_batch_size * group_size = {self.train_batch_size * self.group_size}]")
         need(self.rollout_chunks == 1 or not self.use_vllm, "rollout_chunks",
