@@ -423,7 +423,9 @@ class MicroCoderTrainer(GRPOTrainer):
             ids, logprobs = super()._generate_single_turn(prompt_ids[start:end], images, multimodal_fields,
                                                           num_generations, has_tool_images)
             completion_ids += ids
-            if self.model.training:  # decoded as TRL decodes them for the reward (prompts are plain text)
+            # Decoded as TRL decodes them for the reward (prompts are plain text); only when
+            # the reward judges early, since TRL decodes the whole batch again afterwards.
+            if self.model.training and self.reward.overlap:
                 self.reward.judge_early(start, self.processing_class.batch_decode(ids, skip_special_tokens=True))
         return completion_ids, logprobs  # logprobs: vLLM's (one chunk), None from HF generate
 
