@@ -215,7 +215,9 @@ def test_a_limit_a_run_lifted_is_written_again_for_the_next_run():
                 with open(path, "w") as handle:
                     handle.write("max" if path.endswith(".max") else str(4 << 30))
         """)
-        box.run_program(lift + hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
+        lifted = box.run_program(lift + hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
+        # The lift worked (else the next run's verdict would prove nothing about rewriting).
+        assert (lifted.status, lifted.stdout) == ("ok", b"held\n"), lifted
         after = box.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
         assert after.status == "memory_limit_exceeded", after
         assert {Path(path).read_text().strip() for path in files} == {str(LIMIT_MB * MiB), str(box.config.max_processes)}

@@ -43,7 +43,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from microcoder.algorithms.masking import is_repetitive, non_incorrect
+from microcoder.algorithms.masking import UNSCORABLE_VERDICTS, is_repetitive, non_incorrect
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem
 
@@ -138,7 +138,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
                                                  time_limit_scale=time_limit_scale))
     result = evaluator.evaluate({problem.id: problem}, [Sample(problem.id, response=solution_str)])[0]
     verdict = result.verdict
-    unscorable = verdict == "judge_error"
+    unscorable = verdict in UNSCORABLE_VERDICTS
     score = 0.0 if unscorable else float(result.reward)
     out: dict[str, Any] = {"score": score, "acc": score, "verdict": verdict,
                            "non_incorrect": non_incorrect(verdict), "unscorable": unscorable}
