@@ -143,14 +143,20 @@ def test_verls_padding_rows_get_zero_and_take_no_part(judged):
     """verl pads a batch that does not divide its mini-batches; those rows carry no reward of ours."""
     token_level_rewards, response_mask, uids = coded_batch(judged)
     config = {"microcoder": {"rho": 0.5, "seed": 3}}
+    padded_batch = with_verls_padding(token_level_rewards, response_mask, uids, 4)
     reset_mask_generators()
     unpadded, _ = compute_microcoder_grpo_advantage(token_level_rewards, response_mask, uids, config)
+    unpadded_next, _ = compute_microcoder_grpo_advantage(token_level_rewards, response_mask, uids, config)
     reset_mask_generators()
-    padded, _ = compute_microcoder_grpo_advantage(*with_verls_padding(token_level_rewards, response_mask, uids, 4),
-                                                  config)
+    padded, _ = compute_microcoder_grpo_advantage(*padded_batch, config)
+    padded_next, _ = compute_microcoder_grpo_advantage(*padded_batch, config)
     assert torch.equal(padded[len(judged):], torch.zeros(4, padded.shape[1]))
-    # the same advantages and the same mask draws: padding is in no group and draws nothing
+    # the same advantages and the same mask draws: padding is in no group and draws nothing.
+    # The padding rows come last, so a draw per padding row would leave this step's draws
+    # alone and only move the stream on: the next step is what shows it.
     assert torch.equal(padded[: len(judged)], unpadded)
+    assert torch.equal(padded_next[: len(judged)], unpadded_next)
+    assert not torch.equal(unpadded, unpadded_next)  # the next step's draws do differ
 
 
 def test_a_session_of_several_outputs_is_refused(judged):
