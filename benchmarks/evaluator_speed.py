@@ -4,7 +4,7 @@
     python benchmarks/evaluator_speed.py --only RL      # the two RL-mix rows and their ratios
 
 Physical limit = (CPU time the runs themselves used, up to each sample's first failing
-test, with one time limit per timeout) / workers. The ratio wall / limit is what the
+test, with one time limit per timeout) / min(workers, cores). The ratio wall / limit is what the
 evaluator's own machinery (scheduling, IPC, judging) costs on top; 1.0 is perfect.
 The runs' CPU time is measured by the kernel (rusage of each run's process), so it
 includes the per-run process cost (fork, exit), which is also reported per test.
@@ -125,7 +125,7 @@ def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
     machinery = sum(map(own_cpu_seconds, workers)) + time.process_time() - machinery_before
     cpu = sum(result.cpu_seconds for result in results)
     runs = sum(result.tests_run for result in results)
-    limit = cpu / evaluator.sandbox.size
+    limit = cpu / min(evaluator.sandbox.size, len(os.sched_getaffinity(0)))  # no more cores than there are
     verdicts: dict[str, int] = {}
     for result in results:
         verdicts[result.verdict] = verdicts.get(result.verdict, 0) + 1

@@ -44,6 +44,40 @@ def test_stops_at_the_first_failing_test_unless_all_tests():
         assert result.detail.startswith("test 2:")
 
 
+# Twenty tests; the program is wrong on test 3 (after 30 ms of work per test) and crashes
+# at once on test 10. Run in order, the verdict is test 3's.
+TWENTY = stdin_problem([(f"{i}", f"{i}") for i in range(20)], problem_id="twenty")
+WRONG_ON_3_CRASH_ON_10 = (
+    "import time\nn = int(input())\nassert n != 10\n_end = time.process_time() + 0.03\n"
+    "while time.process_time() < _end:\n    pass\nprint(n + (n == 3))\n"
+)
+
+
+def test_a_sample_run_on_two_workers_gets_the_verdict_of_its_first_failing_test(evaluator):
+    # Two workers, one sample: the second worker takes later tests once one has passed.
+    # Splitting the tests in two halves up front gave test 10's crash, which comes first in
+    # time, and counted tests past the sample's end.
+    result = evaluator.evaluate_code(TWENTY, WRONG_ON_3_CRASH_ON_10)
+    assert (result.verdict, result.detail[:7]) == ("wrong_answer", "test 3:")
+    assert (result.tests_run, result.tests_passed) == (4, 3)
+    with Evaluator(EvaluatorConfig(workers=1)) as one:
+        alone = one.evaluate_code(TWENTY, WRONG_ON_3_CRASH_ON_10)
+    assert (alone.verdict, alone.detail, alone.tests_run, alone.tests_passed) == (
+        result.verdict, result.detail, result.tests_run, result.tests_passed)
+
+
+def test_a_batch_on_two_workers_gets_the_verdicts_of_one_worker(evaluator):
+    codes = [WRONG_ON_3_CRASH_ON_10, "print(input())", "n = int(input())\nprint(n if n < 15 else -1)",
+             "print(1 / 0)", "print(input())\nimport time\n_e = time.process_time() + 0.02\n"
+             "while time.process_time() < _e:\n    pass\n"]
+    samples = [Sample("twenty", code=code) for code in codes]
+    with Evaluator(EvaluatorConfig(workers=1)) as one:
+        expected = [(r.verdict, r.detail, r.tests_run, r.tests_passed) for r in one.evaluate([TWENTY], samples)]
+    got = [(r.verdict, r.detail, r.tests_run, r.tests_passed) for r in evaluator.evaluate([TWENTY], samples)]
+    assert got == expected
+    assert [verdict for verdict, *_ in got] == ["wrong_answer", "accepted", "wrong_answer", "runtime_error", "accepted"]
+
+
 def test_no_code_and_responses_are_extracted(evaluator):
     samples = [
         Sample("add", response="```python\nprint(sum(map(int, input().split())))\n```"),

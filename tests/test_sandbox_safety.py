@@ -93,6 +93,15 @@ def test_sleeping_program_is_stopped_by_the_wall_clock_backstop(evaluator):
     assert result.seconds < 30
 
 
+def test_a_programs_own_alarm_has_the_default_action(evaluator):
+    # The worker's wall-clock backstop is a SIGALRM handler; the program must not inherit
+    # it: in plain CPython an alarm nobody handles ends the process at once.
+    result = run_attack(evaluator, "import signal, time\nsignal.alarm(1)\ntime.sleep(30)\n")
+    assert result.verdict == "runtime_error"
+    assert "SIGALRM" in result.detail
+    assert result.seconds < 10
+
+
 def test_huge_output_is_output_limit_exceeded(evaluator):
     result = run_attack(evaluator, "while True:\n    print('x' * 1000)\n")
     assert result.verdict == "output_limit_exceeded"

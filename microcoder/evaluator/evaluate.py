@@ -165,8 +165,124 @@ class _SampleState:
     problem: Problem
     code: str | None
     outcomes: dict[int, _TestOutcome] = field(default_factory=dict)
-    failed: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    next_test: int = 0
+    """The lowest test not yet handed to a thread: tests are handed out in order."""
+    running: int = 0
+    stopped: bool = False
+    """A test failed (or did not compile, under `all_tests`): no more are handed out."""
+    terminates: bool = False
+    """Some test of it ended other than by a timeout: a second thread may take its later tests."""
+
+
+class _Schedule:
+    """Which test each of the sandbox's threads runs next, for one `evaluate` call.
+
+    A thread continues its own sample, test by test; else starts the next sample; else,
+    when none is left to start, takes the next test of a running sample, so that a batch's
+    last long samples do not run on one worker while the others idle. Tests are handed out
+    in order, so every test before a sample's first failure has run (or is running) when
+    the failure is known: the verdict is the one the tests run one after another would
+    give, and outcomes past it are left out of the result (`stopping_index`). A sample is
+    helped only once one of its tests ended without a timeout: a program that loops on its
+    first test would loop on the next too, and a helper would only burn a core.
+
+    At most `capacity` threads serve one call; one that finds nothing to run returns its
+    executor thread (other calls may be queued there) and a finished test that leaves work
+    for another thread starts one (`record`'s answer)."""
+
+    def __init__(self, states: list[_SampleState], pending: list[int], all_tests: bool, capacity: int):
+        self.states = states
+        self.all_tests = all_tests
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self.unstarted = list(reversed(pending))  # popped from the end: in order
+        self.started: list[int] = []
+        self.unfinished = len(pending)
+        self.threads = 0
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        if not pending:
+            self.done.set()
+
+    def _open(self, position: int) -> bool:
+        state = self.states[position]
+        return not state.stopped and state.next_test < len(state.problem.tests)
+
+    def _choose(self, prefer: int | None) -> int | None:
+        if self.error is not None:
+            return None
+        if prefer is not None and self._open(prefer):
+            return prefer
+        open_started = [position for position in self.started if self._open(position)]
+        for position in open_started:  # nobody is on it (its thread moved on between two tests)
+            if self.states[position].running == 0:
+                return position
+        if self.unstarted:
+            position = self.unstarted.pop()
+            self.started.append(position)
+            return position
+        helpable = [position for position in open_started if self.states[position].terminates]
+        if helpable:
+            return max(helpable, key=lambda p: len(self.states[p].problem.tests) - self.states[p].next_test)
+        return None
+
+    def launch(self) -> bool:
+        """Count one more thread, where there is work for it and room; True when so."""
+        with self.lock:
+            if self.threads >= self.capacity or self.error is not None:
+                return False
+            if not self.unstarted and not any(
+                    self._open(p) and (self.states[p].terminates or self.states[p].running == 0) for p in self.started):
+                return False
+            self.threads += 1
+            return True
+
+    def claim(self, prefer: int | None) -> tuple[int, int] | None:
+        """(sample position, test index) for the calling thread, or None: it stops serving."""
+        with self.lock:
+            position = self._choose(prefer)
+            if position is None:
+                self.threads -= 1
+                return None
+            state = self.states[position]
+            state.next_test += 1
+            state.running += 1
+            return position, state.next_test - 1
+
+    def record(self, position: int, index: int, outcome: _TestOutcome) -> bool:
+        """Store a test's outcome; True when it finished its sample."""
+        with self.lock:
+            state = self.states[position]
+            state.outcomes[index] = outcome
+            state.running -= 1
+            if outcome.verdict != "time_limit_exceeded":
+                state.terminates = True
+            if outcome.verdict != "accepted" and (not self.all_tests or outcome.verdict == "syntax_error"):
+                state.stopped = True
+            finished = state.running == 0 and not self._open(position)
+            if finished:
+                self.started.remove(position)
+                self.unfinished -= 1
+                if self.unfinished == 0:
+                    self.done.set()
+            return finished
+
+    def fail(self, error: BaseException) -> None:
+        """A thread raised (or the caller was interrupted): hand out nothing more."""
+        with self.lock:
+            if self.error is None:
+                self.error = error
+            self.done.set()
+
+
+def stopping_index(outcomes: Mapping[int, _TestOutcome], all_tests: bool) -> int | None:
+    """The test whose outcome ends a sample's run (its first failure; under `all_tests`,
+    its first syntax error), None when none does: outcomes after it are not the sample's."""
+    for index in sorted(outcomes):
+        verdict = outcomes[index].verdict
+        if verdict != "accepted" and (not all_tests or verdict == "syntax_error"):
+            return index
+    return None
 
 
 class Evaluator:
@@ -228,18 +344,8 @@ class Evaluator:
             code = sample.code if sample.code is not None else extract_code(sample.response or "", problem.entry_point)
             states.append(_SampleState(problem, code))
 
-        # Work units: (sample position, test indices). With fewer samples than workers, a
-        # sample's tests are split so that every worker has something to do.
-        units: list[tuple[int, list[int]]] = []
         pending = [i for i, state in enumerate(states) if state.code is not None and state.problem.tests]
-        splits = max(1, math.ceil(self.sandbox.size / max(1, len(pending))))
-        for position in pending:
-            tests = list(range(len(states[position].problem.tests)))
-            chunk = math.ceil(len(tests) / splits)
-            units.extend((position, tests[start : start + chunk]) for start in range(0, len(tests), chunk))
-        remaining = Counter(position for position, _ in units)
         started: dict[int, float] = {}
-        finish_lock = threading.Lock()
 
         def finish(position: int) -> None:
             now = time.monotonic()
@@ -249,32 +355,37 @@ class Evaluator:
             if on_result:
                 on_result(result)
 
-        for position, state in enumerate(states):
-            if position not in remaining:
+        waiting = set(pending)
+        for position in range(len(states)):
+            if position not in waiting:
                 finish(position)
+        schedule = _Schedule(states, pending, self.config.all_tests, self.sandbox.size)
 
-        def run_unit(unit: tuple[int, list[int]]) -> None:
-            position, tests = unit
-            state = states[position]
-            started.setdefault(position, time.monotonic())
-            for index in tests:
-                if state.failed and not self.config.all_tests:
-                    break
-                outcome = self._run_test(state.problem, state.code, state.problem.tests[index])
-                with state.lock:
-                    state.outcomes[index] = outcome
-                    if outcome.verdict != "accepted":
-                        state.failed = True
-                if outcome.verdict == "syntax_error":
-                    break
-            with finish_lock:
-                remaining[position] -= 1
-                done = remaining[position] == 0
-            if done:
-                finish(position)
+        def serve() -> None:
+            """One sandbox thread: run the tests the schedule hands out until none is left."""
+            try:
+                last = None
+                while (claim := schedule.claim(last)) is not None:
+                    last, index = claim
+                    state = states[last]
+                    started.setdefault(last, time.monotonic())
+                    outcome = self._run_test(state.problem, state.code, state.problem.tests[index])
+                    if schedule.record(last, index, outcome):
+                        finish(last)
+                    if schedule.launch():  # work another thread can take, and room for it
+                        self.sandbox.submit(serve)
+            except BaseException as error:  # noqa: BLE001 - re-raised in the calling thread
+                schedule.fail(error)
 
-        for _ in self.sandbox.map(run_unit, units):
-            pass
+        try:
+            while schedule.launch():
+                self.sandbox.submit(serve)
+            schedule.done.wait()
+        except BaseException as error:
+            schedule.fail(error)  # the threads stop after their current test
+            raise
+        if schedule.error is not None:
+            raise schedule.error
         return results  # type: ignore[return-value]
 
     def evaluate_code(self, problem: Problem, code: str) -> EvaluationResult:
@@ -360,6 +471,9 @@ class Evaluator:
             return EvaluationResult(verdict="no_code", reward=0.0, tests_passed=0, tests_run=0,
                                     detail="no complete python block in the response", **common)
         outcomes = state.outcomes
+        stop = stopping_index(outcomes, self.config.all_tests)
+        if stop is not None:  # tests a second thread ran past the sample's end are not its own
+            outcomes = {index: outcome for index, outcome in outcomes.items() if index <= stop}
         passed = sum(outcome.verdict == "accepted" for outcome in outcomes.values())
         failures = [index for index in sorted(outcomes) if outcomes[index].verdict != "accepted"]
         verdict, detail = "accepted", ""

@@ -43,7 +43,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -850,6 +850,10 @@ class Sandbox:
                      memory_limit_mb: int = 2048) -> list[ProgramRun]:
         """Run (source, stdin) pairs in parallel; results in the same order."""
         return list(self.map(lambda job: self.run_program(job[0], job[1], time_limit_s, memory_limit_mb), jobs))
+
+    def submit(self, function) -> Future:
+        """`function()` on the sandbox's own thread pool."""
+        return self._executor.submit(function)
 
     def map(self, function, items):
         """`function` over `items` on the sandbox's own thread pool (one thread per worker)."""
