@@ -114,7 +114,7 @@ def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
     samples = [Sample(problem.id, code=code) for code in codes]
     evaluator.evaluate([problem], [sample for sample in samples if sample.code != LOOP][:4])  # warm the workers up
     workers = [worker.process.pid for worker in evaluator.sandbox._all]
-    machinery_before = sum(map(own_cpu_seconds, workers)) + time.process_time()
+    workers_before, ours_before = sum(map(own_cpu_seconds, workers)), time.process_time()
     started = time.perf_counter()
     results = evaluator.evaluate([problem], samples)
     wall = time.perf_counter() - started
@@ -122,7 +122,9 @@ def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
     # evaluator adds to the runs' CPU. (runs + machinery) / runs is the wall ratio a quiet
     # machine would show if no worker ever waited. Load inflates it too (per-run costs
     # about double at load 5 on 2 cores), but far less than it stretches wall time.
-    machinery = sum(map(own_cpu_seconds, workers)) + time.process_time() - machinery_before
+    workers_cpu = sum(map(own_cpu_seconds, workers)) - workers_before
+    ours_cpu = time.process_time() - ours_before
+    machinery = workers_cpu + ours_cpu
     cpu = sum(result.cpu_seconds for result in results)
     runs = sum(result.tests_run for result in results)
     limit = cpu / min(evaluator.sandbox.size, len(os.sched_getaffinity(0)))  # no more cores than there are
@@ -131,7 +133,8 @@ def measure(evaluator: Evaluator, problem: Problem, codes: list[str]) -> dict:
         verdicts[result.verdict] = verdicts.get(result.verdict, 0) + 1
     return {"wall": wall, "limit": limit, "ratio": wall / limit, "per_sample_ms": 1000 * wall / len(samples),
             "cpu_per_run_ms": 1000 * cpu / runs, "verdicts": verdicts, "per_sample": [r.verdict for r in results],
-            "cpu": cpu, "cpu_bound_ratio": (cpu + machinery) / cpu}
+            "cpu": cpu, "cpu_bound_ratio": (cpu + machinery) / cpu,
+            "workers_ms_per_run": 1000 * workers_cpu / runs, "ours_ms_per_run": 1000 * ours_cpu / runs}
 
 
 def main() -> None:
@@ -188,7 +191,9 @@ def main() -> None:
                   f"wall {fixed_row['wall']:.2f} s (fixed) / {derived_row['wall']:.2f} s (derived) = "
                   f"{fixed_row['wall'] / derived_row['wall']:.2f}x lower (done when >= 2); derived wall / physical "
                   f"limit {derived_row['ratio']:.2f} (done when <= 1.15; (runs + evaluator CPU) / runs CPU "
-                  f"{derived_row['cpu_bound_ratio']:.2f}, the ratio with no waiting; load inflates it less than wall time); "
+                  f"{derived_row['cpu_bound_ratio']:.2f}, the ratio with no waiting; load inflates it less than wall time; "
+                  f"the workers' own CPU {derived_row['workers_ms_per_run']:.2f} ms and ours "
+                  f"{derived_row['ours_ms_per_run']:.2f} ms per run); "
                   f"samples that are not timeouts with another verdict: {len(differ)}"
                   + (f" (positions {differ})" if differ else ""))
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
