@@ -35,3 +35,19 @@ def test_the_trainers_reward_uses_the_problems_limit_times_the_scale(tmp_path, s
 def test_a_scale_that_is_not_positive_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="reward_time_limit_scale"):
         load_config(CONFIGS / "microcoder-tiny.yaml", [f"run_dir={tmp_path}", "reward_time_limit_scale=0"])
+
+
+@pytest.mark.parametrize("mode, verdict", [("strict", "accepted"), ("robust", "wrong_answer")])
+def test_the_trainers_reward_judges_in_reward_judge_mode(tmp_path, mode, verdict):
+    # LiveCodeBench's strict grader accepts "3.0" for an expected "3" (Decimal equality);
+    # ours wants an integer printed as one. The evaluator aspect's two arms differ only here.
+    config = load_config(CONFIGS / "microcoder-tiny.yaml",
+                         [f"run_dir={tmp_path}", "reward_workers=1", f"reward_judge_mode={mode}"])
+    problem = Problem(id="add", kind="stdin", prompt="Print a + b.", tests=[{"input": "1 2\n", "output": "3\n"}])
+    trainer = build_trainer(config, tmp_path, problems=([problem], []))
+    try:
+        [result] = trainer.reward.evaluator.evaluate(
+            [problem], [Sample("add", response="```python\nprint(float(sum(map(int, input().split()))))\n```")])
+    finally:
+        trainer.reward.close()
+    assert result.verdict == verdict, result.detail
