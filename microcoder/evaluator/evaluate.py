@@ -169,7 +169,7 @@ class _SampleState:
     """The lowest test not yet handed to a thread: tests are handed out in order."""
     running: int = 0
     stopped: bool = False
-    """A test failed (or did not compile, under `all_tests`): no more are handed out."""
+    """One of its tests ended it (`ends_sample`): no more are handed out."""
     terminates: bool = False
     """Some test of it ended other than by a timeout: a second thread may take its later tests."""
 
@@ -257,7 +257,7 @@ class _Schedule:
             state.running -= 1
             if outcome.verdict != "time_limit_exceeded":
                 state.terminates = True
-            if outcome.verdict != "accepted" and (not self.all_tests or outcome.verdict == "syntax_error"):
+            if ends_sample(outcome.verdict, self.all_tests):
                 state.stopped = True
             finished = state.running == 0 and not self._open(position)
             if finished:
@@ -275,14 +275,16 @@ class _Schedule:
             self.done.set()
 
 
+def ends_sample(verdict: str, all_tests: bool) -> bool:
+    """Whether a test with this verdict is a sample's last: a failure ends it, and under
+    `all_tests` only a syntax error (every other test would fail the same way)."""
+    return verdict != "accepted" and (not all_tests or verdict == "syntax_error")
+
+
 def stopping_index(outcomes: Mapping[int, _TestOutcome], all_tests: bool) -> int | None:
-    """The test whose outcome ends a sample's run (its first failure; under `all_tests`,
-    its first syntax error), None when none does: outcomes after it are not the sample's."""
-    for index in sorted(outcomes):
-        verdict = outcomes[index].verdict
-        if verdict != "accepted" and (not all_tests or verdict == "syntax_error"):
-            return index
-    return None
+    """The test whose outcome ends a sample's run, None when none does: outcomes after it
+    are not the sample's."""
+    return next((index for index in sorted(outcomes) if ends_sample(outcomes[index].verdict, all_tests)), None)
 
 
 class Evaluator:
