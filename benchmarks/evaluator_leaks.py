@@ -36,7 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
-from microcoder.evaluator.sandbox import CgroupPlan, _pid_namespace
+from microcoder.evaluator.sandbox import CgroupPlan, _owner_tag
 from microcoder.problems import Problem
 
 TIME_LIMIT_S = 0.1
@@ -121,9 +121,9 @@ def processes_of(uids: set[int]) -> list[str]:
 
 
 def our_cgroups(plan: CgroupPlan) -> set[str]:
-    """Cgroups this process made (microcoder-<pid namespace>.<our pid>.<start>-<slot>):
-    other processes on the machine make their own in the same parents."""
-    prefix = f"microcoder-{_pid_namespace()}.{os.getpid()}."
+    """Cgroups this process made (microcoder-<owner tag>-<slot>): other processes on the
+    machine make their own in the same parents."""
+    prefix = f"microcoder-{_owner_tag()}-"
     found = set()
     for parent in {plan.memory_parent, plan.pids_parent} - {None}:
         found |= {os.path.join(parent, name) for name in os.listdir(parent) if name.startswith(prefix)}

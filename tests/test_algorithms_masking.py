@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from microcoder.algorithms.masking import (
+    is_truncated,
     WRONG_VERDICTS,
     conditional_truncation_mask,
     is_repetitive,
@@ -244,3 +245,13 @@ def test_truncation_mask_modes():
         assert (mask.truncated_fraction, mask.qualifying_fraction) == (0.75, 0.25)
     with pytest.raises(ValueError, match="valid: none, conditional, all"):
         truncation_mask("some", generator=torch.Generator(), **args)
+
+
+def test_is_truncated_means_the_limit_reached_without_an_end():
+    eos = {0, 7}
+    assert is_truncated([3, 4, 5], 3, eos)  # at the limit, no EOS
+    assert not is_truncated([3, 4, 7], 3, eos)  # EOS exactly at the limit: finished
+    assert not is_truncated([3, 0], 3, eos)  # ended before the limit
+    assert not is_truncated([3, 4], 3, eos)  # shorter than the limit, no EOS (a stop string)
+    assert is_truncated([3, 4, 5, 6], 3, eos)  # past the limit (a refill's longer budget)
+    assert not is_truncated([], 0, eos)

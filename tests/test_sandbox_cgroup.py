@@ -191,10 +191,14 @@ def test_what_a_runs_own_cgroup_namespace_would_show_holds_no_limit(sandbox):
     # it still hold.
     assert sandbox.run_program("print(1)").status == "ok"
     leaves = [os.path.join(path, sandbox_module.RUN_CGROUP) for path in sandbox.memory_cgroups + sandbox.pids_cgroups]
+    lifted = 0
     for leaf in leaves:  # v1: unlimited before, so memory first, then memory + swap
         for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.max", "pids.max"):
             if os.path.exists(os.path.join(leaf, name)):
                 Path(leaf, name).write_text("max" if name.endswith(".max") else str(4 << 30))
+                lifted += 1
+    if not lifted:  # v2: no controller is enabled below our cgroup, so the leaf has no limit to lift
+        pytest.skip("the run's leaf has no limit files (cgroup v2): nothing a run's namespace could lift")
     result = sandbox.run_program(hoarding(None), time_limit_s=20, memory_limit_mb=LIMIT_MB)
     assert result.status == "memory_limit_exceeded", result
 

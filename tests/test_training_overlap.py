@@ -11,6 +11,7 @@ not from how fast this machine happens to be.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -31,9 +32,11 @@ class SlowScriptedEvaluator(ScriptedEvaluator):
         super().__init__()
         self.seconds = seconds
         self.calls: list[int] = []
+        self.threads: list[str] = []
 
     def evaluate(self, problems, samples, on_result=None):
         self.calls.append(len(samples))
+        self.threads.append(threading.current_thread().name)
         time.sleep(self.seconds)
         return super().evaluate(problems, samples, on_result)
 
@@ -92,12 +95,16 @@ def test_chunks_are_judged_while_sampling_goes_on(tmp_path):
     on = SlowScriptedEvaluator(0.5)
     _, records, _ = train(tmp_path / "on", on, "rollout_chunks=2", "reward_overlap=true")
     assert on.calls == [4, 4, 4, 4]  # one call per chunk, two chunks per step
+    # In the background: judging each chunk up front in the trainer's thread would also
+    # make the reward call's wait short, but hide nothing.
+    assert all(name.startswith("microcoder-judge") for name in on.threads), on.threads
     for record in records:
         assert record["seconds_reward"] >= 1.0  # two calls of 0.5 s
         assert record["seconds_reward_visible"] < record["seconds_reward"]
     off = SlowScriptedEvaluator(0.5)
     _, records, _ = train(tmp_path / "off", off, "rollout_chunks=2", "reward_overlap=false")
     assert off.calls == [8, 8]  # the whole batch, in the reward call
+    assert not any(name.startswith("microcoder-judge") for name in off.threads), off.threads
     for record in records:
         assert record["seconds_reward_visible"] >= record["seconds_reward"] >= 0.5
 

@@ -22,6 +22,7 @@ _SUBMODULE_OF = {
     "group_advantages": "advantages",
     "group_diversity": "diversity",
     "is_repetitive": "masking",
+    "is_truncated": "masking",
     "jaccard_distance": "diversity",
     "kl_estimate": "losses",
     "mean_pass_at_k": "pass_at_k",

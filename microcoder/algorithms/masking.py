@@ -27,7 +27,7 @@ Three modes (`truncation_mask`), all through one function, `truncation_mask`:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -68,6 +68,13 @@ def non_incorrect(verdict: str) -> bool:
         return False
     valid = sorted(NON_INCORRECT_VERDICTS | WRONG_VERDICTS | UNSCORABLE_VERDICTS)
     raise ValueError(f"unknown verdict {verdict!r}; valid verdicts: {', '.join(valid)}")
+
+
+def is_truncated(token_ids: Sequence[int], limit: int, eos_token_ids: Collection[int]) -> bool:
+    """True when a response reached the generation limit without ending: `limit` tokens or
+    more and the last is not an end-of-sequence id (one that ends with EOS exactly at the
+    limit is finished). An empty response is not truncated."""
+    return len(token_ids) >= limit and len(token_ids) > 0 and token_ids[-1] not in eos_token_ids
 
 
 def is_repetitive(token_ids: Sequence[int], m: int) -> bool:

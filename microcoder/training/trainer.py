@@ -88,6 +88,7 @@ from microcoder.algorithms import (
     dynamic_sampling_filter,
     group_advantages,
     is_repetitive,
+    is_truncated,
     kl_estimate,
     non_incorrect,
     overlong_penalty,
@@ -497,7 +498,7 @@ class MicroCoderTrainer(GRPOTrainer):
         rewards = self.accelerator.gather(torch.tensor(scored.rewards, device=self.accelerator.device)).cpu()
         advantages = group_advantages(rewards, self.config.group_size, self.config.advantage_mode,
                                       self.config.advantage_eps)[rank_slice]
-        truncated = torch.tensor([len(ids) >= self.config.max_new_tokens and ids[-1] not in self.eos_token_ids
+        truncated = torch.tensor([is_truncated(ids, self.config.max_new_tokens, self.eos_token_ids)
                                   for ids in scored.completion_ids], dtype=torch.bool)
         mask = truncation_mask(
             self.config.truncation_mask,

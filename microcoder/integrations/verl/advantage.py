@@ -179,9 +179,8 @@ def coded_rewards(token_level_rewards: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"rows {rows}... of token_level_rewards hold more than one nonzero entry: verl's agent loop "
                          "writes one reward per response, so something added per-token rewards (a KL penalty?), "
                          "which erases the truncation mask's facts")
-    positions = torch.arange(bits.shape[-1]).expand_as(bits)  # (B, L)
-    last = torch.where(nonzero, positions, 0).amax(dim=-1)  # (B,); 0 for a row of zeros
-    return bits.gather(-1, last.unsqueeze(-1)).squeeze(-1).view(torch.float32)
+    # At most one nonzero entry per row: the integer sum is that entry, bit for bit.
+    return bits.sum(dim=-1).to(torch.int32).view(torch.float32)
 
 
 def compute_microcoder_grpo_advantage(

@@ -44,6 +44,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
+from microcoder.algorithms.masking import is_truncated
 from microcoder.integrations.verl.reward import compute_score as microcoder_compute_score
 from microcoder.integrations.verl.score_bits import encode_score
 from microcoder.training.generation import eos_token_ids as trainer_eos_token_ids
@@ -100,7 +101,7 @@ class MicroCoderRewardManager(RewardManagerBase):
 
     def truncated(self, response_ids: list[int]) -> bool:
         """Reached the length limit without EOS (ending with an EOS exactly at the limit is finished)."""
-        return len(response_ids) >= self.max_response_length and response_ids[-1] not in self.eos_token_ids
+        return is_truncated(response_ids, self.max_response_length, self.eos_token_ids)
 
     async def run_single(self, data: DataProto) -> dict:
         # data: one agent-loop session, one row per output (verl's single_turn_agent: one)
