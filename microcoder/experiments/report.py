@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from microcoder.experiments.runner import load_grid_spec, run_state
+from microcoder.experiments.runner import load_grid_spec, run_state, visible_reward_seconds
 from microcoder.training.plots import METRICS_FILE, read_metrics, series
 
 # The reward's share is the time the step waited for the judge: with reward_overlap the
@@ -43,7 +43,7 @@ PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
 
 def with_visible_reward(rows: list[dict]) -> list[dict]:
     """Rows with `seconds_reward_visible` (= seconds_reward where a run predates it)."""
-    return [{"seconds_reward_visible": row["seconds_reward"], **row} if "seconds_reward" in row else row
+    return [{**row, "seconds_reward_visible": visible_reward_seconds(row)} if "seconds_reward" in row else row
             for row in rows]
 
 

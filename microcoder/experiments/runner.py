@@ -41,6 +41,12 @@ from microcoder.training.plots import METRICS_FILE
 DEFAULT_ROOT = Path("runs/experiments")
 
 
+def visible_reward_seconds(row: dict) -> float:
+    """What a step waited for its reward: seconds_reward_visible (with reward_overlap,
+    seconds_reward is mostly inside the rollout), or seconds_reward for runs before the key."""
+    return row.get("seconds_reward_visible", row["seconds_reward"])
+
+
 @dataclass
 class RunOutcome:
     arm: str
@@ -142,9 +148,8 @@ class ProgressWatcher:
                     if line.strip()]
         except (OSError, ValueError):
             return 0, []
-        # seconds_reward_visible: with reward_overlap, seconds_reward is mostly inside the rollout.
-        seconds = [row["seconds_rollout"] + row.get("seconds_reward_visible", row["seconds_reward"])
-                   + row["seconds_update"] for row in rows if "seconds_rollout" in row]
+        seconds = [row["seconds_rollout"] + visible_reward_seconds(row) + row["seconds_update"]
+                   for row in rows if "seconds_rollout" in row]
         return (rows[-1].get("step", 0) if rows else 0), seconds
 
     def poll(self) -> None:
