@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,20 @@ def test_a_batch_on_two_workers_gets_the_verdicts_of_one_worker(evaluator):
     got = [(r.verdict, r.detail, r.tests_run, r.tests_passed) for r in evaluator.evaluate([TWENTY], samples)]
     assert got == expected
     assert [verdict for verdict, *_ in got] == ["wrong_answer", "accepted", "wrong_answer", "runtime_error", "accepted"]
+
+
+def test_evaluate_returns_only_once_every_result_is_made(evaluator, monkeypatch):
+    # A sample's last test is recorded before its result is made (in the thread that ran
+    # it): the call must wait for the result, not only for the tests.
+    made = Evaluator._result
+
+    def slowly(self, *args):
+        time.sleep(0.2)
+        return made(self, *args)
+
+    monkeypatch.setattr(Evaluator, "_result", slowly)
+    results = evaluator.evaluate([ADD], [Sample("add", code="print(3)"), Sample("add", code="print(1 / 0)")])
+    assert [result.verdict for result in results] == ["wrong_answer", "runtime_error"]
 
 
 def test_no_code_and_responses_are_extracted(evaluator):

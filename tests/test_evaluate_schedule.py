@@ -30,8 +30,11 @@ def test_threads_take_whole_samples_in_order_then_help_the_last_one():
     assert s.claim(1) == (1, 3)
     assert s.claim(1) is None  # all handed out: the thread stops
     assert s.record(1, 1, PASS) is False  # test 3 still runs
+    s.result_made()  # sample 0's
     assert not s.done.is_set()
     assert s.record(1, 3, PASS) is True
+    assert not s.done.is_set()  # until its result is made: evaluate() must not return without it
+    s.result_made()
     assert s.done.is_set()
 
 

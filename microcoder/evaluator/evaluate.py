@@ -250,7 +250,8 @@ class _Schedule:
             return position, state.next_test - 1
 
     def record(self, position: int, index: int, outcome: _TestOutcome) -> bool:
-        """Store a test's outcome; True when it finished its sample."""
+        """Store a test's outcome; True when it finished its sample: the caller makes the
+        sample's result, then calls `result_made`."""
         with self.lock:
             state = self.states[position]
             state.outcomes[index] = outcome
@@ -262,10 +263,14 @@ class _Schedule:
             finished = state.running == 0 and not self._open(position)
             if finished:
                 self.started.remove(position)
-                self.unfinished -= 1
-                if self.unfinished == 0:
-                    self.done.set()
             return finished
+
+    def result_made(self) -> None:
+        """A finished sample's result is in place; the call returns once every one is."""
+        with self.lock:
+            self.unfinished -= 1
+            if self.unfinished == 0:
+                self.done.set()
 
     def fail(self, error: BaseException) -> None:
         """A thread raised (or the caller was interrupted): hand out nothing more."""
@@ -374,6 +379,7 @@ class Evaluator:
                     outcome = self._run_test(state.problem, state.code, state.problem.tests[index])
                     if schedule.record(last, index, outcome):
                         finish(last)
+                        schedule.result_made()
                     if schedule.launch():  # work another thread can take, and room for it
                         self.sandbox.submit(serve)
             except BaseException as error:  # noqa: BLE001 - re-raised in the calling thread
