@@ -6,6 +6,7 @@ is the real Evaluator's."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -78,6 +79,13 @@ def test_a_broken_heldout_problem_does_not_count(evaluator, monkeypatch):
     responses = {problems[0].id: [RIGHT, RIGHT], broken.id: [RIGHT, RIGHT]}
     accuracy, _ = heldout_accuracy(evaluator, monkeypatch, problems, responses, temperature=1.0, samples=2)
     assert accuracy == pytest.approx(1.0)  # not 0.5: the problem with no tests is left out
+
+
+def test_a_heldout_set_of_only_broken_problems_reads_nan_not_zero(evaluator, monkeypatch):
+    broken = Problem(id="tiny/broken", kind="call", entry_point="add", prompt="x", tests=[])  # judge_error
+    accuracy, _ = heldout_accuracy(evaluator, monkeypatch, [broken], {broken.id: [RIGHT, RIGHT]}, temperature=1.0,
+                                   samples=2)
+    assert math.isnan(accuracy)  # nothing was measured; 0.0 would read as a model that fails everything
 
 
 def test_the_long_heldout_generates_at_the_factor_times_the_training_limit(evaluator, monkeypatch):

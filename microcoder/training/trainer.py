@@ -644,7 +644,8 @@ class MicroCoderTrainer(GRPOTrainer):
 
     def heldout_accuracy(self, max_new_tokens: int) -> float:
         """pass@1 on the held-out problems: greedy, or `heldout_samples` samples at
-        heldout_temperature, judged robustly whatever judge the reward uses."""
+        heldout_temperature, judged robustly whatever judge the reward uses. NaN when
+        every sample is a judge_error (nothing was measured: not an accuracy of 0)."""
         from microcoder.training.generation import generate
         from microcoder.training.prompts import render_prompt
 
@@ -660,7 +661,7 @@ class MicroCoderTrainer(GRPOTrainer):
                    for problem, group in zip(self.heldout, groups) for sample in group]
         results = self.reward.evaluator.judging("robust").evaluate(self.heldout, samples)
         # The evaluator's own pass@1: unbiased per problem, broken problems left out.
-        return summarize(results, ks=(1,)).get("pass@1", 0.0)
+        return summarize(results, ks=(1,)).get("pass@1", math.nan)
 
     # ---- checkpoints: our own state beside TRL's ---------------------------------------------------
     def _save_checkpoint(self, model, trial):
