@@ -90,24 +90,34 @@ def step_timer(updates_per_step: int, tokens: list[int]):
 
 
 class RolloutProbe:
-    """Wraps the trainer's sampler and rollout: per step, the seconds and tokens of the
-    trainer's `generate`, of a plain `generate` of the same batch, and the rollout's CPU seconds."""
+    """Wraps the trainer's sampler and rollout: per rollout (one per step), the seconds and
+    tokens of the trainer's `generate` calls (several with rollout_chunks > 1 or DAPO's
+    refill, summed), of a plain `generate` of the same batches, and the rollout's CPU
+    seconds. A `generate` outside a rollout (held-out evaluation) is not recorded."""
 
     def __init__(self, trainer, replay: bool):
         import torch
 
         self.trainer, self.replay = trainer, replay
         self.steps: list[dict] = []
+        self.current: dict | None = None  # the record of the rollout under way
         model = trainer.accelerator.unwrap_model(trainer.model)
         trainer_generate = model.generate
 
+        def add(name, value):
+            self.current[name] = self.current.get(name, 0) + value
+
         def generate(*args, **kwargs):
+            if self.current is None:
+                return trainer_generate(*args, **kwargs)
             state = torch.get_rng_state()
             start, cpu = time.perf_counter(), time.process_time()
             output = trainer_generate(*args, **kwargs)
+            add("generate_s", time.perf_counter() - start)
+            add("generate_cpu_s", time.process_time() - cpu)
             # token slots: rows x new positions (a row that ended early is padded to the longest)
-            record = {"generate_s": time.perf_counter() - start, "generate_cpu_s": time.process_time() - cpu,
-                      "tokens": output[:, kwargs["input_ids"].size(1):].numel()}
+            add("tokens", output[:, kwargs["input_ids"].size(1):].numel())
+            add("generate_calls", 1)
             if self.replay:
                 after = torch.get_rng_state()
                 torch.set_rng_state(state)  # the same draws: the same tokens, if the two samplers agree
@@ -118,21 +128,24 @@ class RolloutProbe:
                                              do_sample=True, temperature=config.temperature, top_p=config.top_p,
                                              top_k=0, max_new_tokens=config.max_new_tokens,
                                              pad_token_id=config.pad_token_id, eos_token_id=config.eos_token_id)
-                record["plain_generate_s"] = time.perf_counter() - start
-                record["plain_generate_cpu_s"] = time.process_time() - cpu
-                record["same_tokens"] = bool(torch.equal(plain, output))
+                add("plain_generate_s", time.perf_counter() - start)
+                add("plain_generate_cpu_s", time.process_time() - cpu)
+                self.current["same_tokens"] = self.current.get("same_tokens", True) and bool(torch.equal(plain, output))
                 torch.set_rng_state(after)  # training goes on as if the replay had not happened
-            self.steps.append(record)
             return output
 
         model.generate = generate
         rollout = trainer._generate_and_score_completions
 
         def timed_rollout(inputs):
+            self.current = {}
             cpu = time.process_time()
-            output = rollout(inputs)
-            if self.steps and "rollout_cpu_s" not in self.steps[-1]:
-                self.steps[-1]["rollout_cpu_s"] = time.process_time() - cpu
+            try:
+                output = rollout(inputs)
+            finally:
+                self.current["rollout_cpu_s"] = time.process_time() - cpu
+                self.steps.append(self.current)
+                self.current = None
             return output
 
         trainer._generate_and_score_completions = timed_rollout
