@@ -3,11 +3,13 @@
     python benchmarks/base_model_passrate.py                      # held-out, n=4, T=0.7, 160 tokens
     python benchmarks/base_model_passrate.py --split train --temperature 1.0
     python benchmarks/base_model_passrate.py --speed              # tokens/s and one AdamW step
+    python benchmarks/base_model_passrate.py --set decimal --max-new-tokens 64   # the decimal-answer set
 
 Samples with `model.generate` (batched, left padded, prompts sorted by length), judges
 with the Evaluator, and prints pass@1 overall, per template and per difficulty, the
-verdicts, mean response length and the fraction truncated. docs/default_run.md records
-the numbers this printed.
+verdicts, mean response length and the fraction truncated; and pass@1 under the strict
+(LiveCodeBench) judge beside it, which on the `decimal` set rejects float answers that are
+off in the last bits. docs/default_run.md records the numbers this printed.
 """
 
 from __future__ import annotations
@@ -49,10 +51,10 @@ def pass_rate(args: argparse.Namespace) -> None:
     from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
     from microcoder.training.model import load_model_and_tokenizer
     from microcoder.training.prompts import render_prompt
-    from microcoder.training.tasks import default_problems
+    from microcoder.training.tasks import GENERATED_SETS
 
     torch.manual_seed(args.seed)
-    train, held_out = default_problems(args.problem_seed)
+    train, held_out = GENERATED_SETS[args.set](args.problem_seed)
     problems = held_out if args.split == "held_out" else train
     if args.templates:
         problems = [p for p in problems if p.metadata["template"] in args.templates.split(",")]
@@ -65,7 +67,9 @@ def pass_rate(args: argparse.Namespace) -> None:
     sampling_s = time.monotonic() - started
     ids = [p.id for p in problems for _ in range(args.n)]
     with Evaluator(EvaluatorConfig(workers=2)) as evaluator:
-        results = evaluator.evaluate(problems, [Sample(i, response=text) for i, (text, _, _) in zip(ids, responses)])
+        samples = [Sample(i, response=text) for i, (text, _, _) in zip(ids, responses)]
+        results = evaluator.evaluate(problems, samples)
+        strict = evaluator.judging("strict").evaluate(problems, samples)
     template_of = {p.id: p.metadata["template"] for p in problems}
     difficulty_of = {p.id: p.difficulty for p in problems}
     by_template, by_difficulty, verdicts = defaultdict(list), defaultdict(list), defaultdict(int)
@@ -78,7 +82,8 @@ def pass_rate(args: argparse.Namespace) -> None:
     print(f"model={args.model} split={args.split} problems={len(problems)} n={args.n} T={args.temperature} "
           f"max_new_tokens={args.max_new_tokens}")
     print(f"pass@1 = {sum(rewards) / len(rewards):.3f}   "
-          f"problems with 0 < passes < n: {_mixed_groups(ids, rewards)}/{len(problems)}")
+          f"problems with 0 < passes < n: {_mixed_groups(ids, rewards)}/{len(problems)}   "
+          f"(strict judge: pass@1 = {sum(r.reward for r in strict) / len(strict):.3f})")
     print(f"mean response tokens = {tokens / len(responses):.1f}, truncated = "
           f"{sum(cut for _, _, cut in responses) / len(responses):.3f}, "
           f"sampling {sampling_s:.0f} s ({tokens / sampling_s:.1f} new tokens/s)")
@@ -140,6 +145,7 @@ def speed(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--set", choices=["default", "decimal"], default="default", help="which generated problems")
     parser.add_argument("--split", choices=["held_out", "train"], default="held_out")
     parser.add_argument("--templates", default="", help="comma-separated template names (default: all)")
     parser.add_argument("--per-template", type=int, default=0, help="only the first N problems of each template")
@@ -148,7 +154,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
-    parser.add_argument("--problem-seed", type=int, default=0, help="default_problems(seed)")
+    parser.add_argument("--problem-seed", type=int, default=0, help="the set's seed (default_problems(seed))")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads; on a machine shared with other jobs 1 is much faster than 2")
     parser.add_argument("--out", default="", help="write responses and verdicts as JSONL")

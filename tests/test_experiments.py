@@ -278,8 +278,8 @@ SPECS = sorted(path for path in (Path(__file__).parents[1] / "configs" / "experi
 def test_every_shipped_spec_loads_and_its_arms_differ(tmp_path):
     from microcoder.experiments.spec import arm_phases
 
-    assert {path.stem for path in SPECS} == {"main", "evaluator", "temperature", "data", "context_length",
-                                              "truncation_mask", "batch_size", "kl_clip"}
+    assert {path.stem for path in SPECS} == {"main", "evaluator", "evaluator_decimal", "temperature", "data",
+                                              "context_length", "truncation_mask", "batch_size", "kl_clip"}
     for path in SPECS:
         spec, folder = load_spec(path)
         assert spec.findings and len(spec.arms) >= 2 and len(spec.seeds) >= 2, path

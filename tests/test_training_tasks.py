@@ -1,12 +1,13 @@
 """The embedded default problems: deterministic, well-formed, split cleanly, references pass."""
 
 import json
+import re
 
 import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem
-from microcoder.training.tasks import SOURCE, TEMPLATES, default_problems
+from microcoder.training.tasks import DECIMAL_TEMPLATES, SOURCE, TEMPLATES, decimal_problems, default_problems
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +86,75 @@ def test_train_difficulties_filters_training_problems_but_not_the_heldout_set():
     assert medium_heldout == heldout and len(heldout) == 48
     with pytest.raises(ValueError, match="train_difficulties: no training problem in 'default' has difficulty hard"):
         load_problem_split(load_config(None, ["train_difficulties=[hard]"]))
+
+
+# --- the decimal-answer set -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def decimal():
+    return decimal_problems()
+
+
+def natural_float_code(problem: Problem) -> str:
+    """What a model naturally writes for a decimal problem: plain float arithmetic."""
+    template, name = problem.metadata["template"], problem.entry_point
+    arguments = problem.starter_code.split("(", 1)[1].split(")")[0]
+    a, *rest = [part.split(":")[0].strip() for part in arguments.split(",")]
+    if template == "decimal_scale":
+        body = f"{a} * {re.search(r'multiplied by ([0-9.]*[0-9])', problem.prompt).group(1)}"
+    elif template == "decimal_percent":
+        body = f"{a} * {re.search(r'Return ([0-9]+) percent', problem.prompt).group(1)} / 100"
+    else:
+        body = {"decimal_sum": f"sum({a})", "decimal_mean": f"sum({a}) / len({a})",
+                "decimal_range": f"max({a}) - min({a})",
+                "decimal_cost": f"sum(p * c for p, c in zip({a}, {rest[0] if rest else ''}))"}[template]
+    return f"def {name}({', '.join([a, *rest])}):\n    return {body}\n"
+
+
+def test_decimal_set_sizes_splits_and_every_template(decimal):
+    train, held_out = decimal
+    assert len(train) == 8 * len(DECIMAL_TEMPLATES) and len(held_out) == 4 * len(DECIMAL_TEMPLATES)
+    names = {template.name for template in DECIMAL_TEMPLATES}
+    assert {p.metadata["template"] for p in train} == names == {p.metadata["template"] for p in held_out}
+    key = lambda p: (p.prompt.split("\n\nExample")[0], p.starter_code)  # noqa: E731
+    assert not {key(p) for p in train} & {key(p) for p in held_out}
+    assert not {p.id for p in train + held_out} & {p.id for p in default_problems()[0]}
+
+
+def test_a_decimal_reference_computes_exactly(decimal):
+    # 0.1 + 0.2 is 0.30000000000000004 in floats; the expected value is the decimal 0.3
+    # (the double nearest to it), as an exact reference solution prints it.
+    problem = next(p for p in decimal[0] if p.metadata["template"] == "decimal_sum")
+    namespace: dict = {}
+    exec(problem.metadata["reference_solution"], namespace)
+    function = namespace[problem.entry_point]
+    assert function([0.1, 0.2]) == 0.3 and sum([0.1, 0.2]) != 0.3
+    assert function([0.1, 0.7]) == 0.8 and sum([0.1, 0.7]) != 0.8
+
+
+def test_on_the_decimal_set_strict_rejects_natural_float_code_that_robust_accepts(decimal):
+    everything = decimal[0] + decimal[1]
+    samples = [Sample(p.id, code=p.metadata["reference_solution"]) for p in everything]
+    samples += [Sample(p.id, code=natural_float_code(p)) for p in everything]
+    verdicts = {}
+    with Evaluator(EvaluatorConfig(workers=2)) as evaluator:
+        for mode in ("robust", "strict"):
+            results = evaluator.judging(mode).evaluate(everything, samples)
+            verdicts[mode] = [r.verdict for r in results]
+    n = len(everything)
+    for mode in ("robust", "strict"):  # the references pass under both judges
+        assert verdicts[mode][:n] == ["accepted"] * n
+    assert verdicts["robust"][n:] == ["accepted"] * n  # within tolerance: right
+    rejected = [v for v in verdicts["strict"][n:] if v != "accepted"]
+    assert set(rejected) == {"wrong_answer"} and len(rejected) > n // 2  # off in the last bits: wrong to ==
+
+
+def test_problems_decimal_trains_on_its_own_split():
+    from microcoder.training.config import load_config
+    from microcoder.training.trainer import load_problem_split
+
+    train, heldout = load_problem_split(load_config(None, ["problems=decimal", "heldout_size=48"]))
+    expected_train, expected_heldout = decimal_problems(0)
+    assert train == expected_train and heldout == expected_heldout  # its own 24, not 48 taken from train
+    _, capped = load_problem_split(load_config(None, ["problems=decimal", "heldout_size=10"]))
+    assert capped == expected_heldout[:10]

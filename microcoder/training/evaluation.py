@@ -210,7 +210,7 @@ def _difficulty_order(names) -> list[str]:
 
 
 def load_eval_problems(spec: str, seed: int = 0) -> list[Problem]:
-    """A problems JSONL path, or "default": the held-out split of the default problems."""
+    """A problems JSONL path, or a generated set ("default", "decimal"): its held-out split."""
     from microcoder.training.tasks import named_problems
 
     return named_problems(spec, "heldout", seed)

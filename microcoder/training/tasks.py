@@ -364,6 +364,92 @@ TEMPLATES: tuple[Template, ...] = (
 )
 
 
+# --- decimal-answer templates (the "decimal" set) ---------------------------------------
+# Call problems whose answers are decimals, with expected values computed exactly
+# (fractions.Fraction, then the nearest double), as a judge's expected output printed by
+# an exact reference solution is. The natural float code (`sum(prices)`, `x * 0.1`) is
+# off in the last bits on many inputs: 0.1 + 0.2 returns 0.30000000000000004 where 0.3 is
+# expected. LiveCodeBench's grader compares with Python ==, so it rejects those; the
+# robust judge compares within CALL_FLOAT_TOLERANCE and accepts them. This is the set on
+# which the evaluator aspect's two judges can disagree (the default set's answers are
+# integers, strings and bools, on which they never do).
+
+def _decimals(rng: random.Random, count: int, places: int = 2, high: int = 99) -> list[float]:
+    """Decimals such as 0.1 or 12.35: `places` digits after the point, up to `high`."""
+    scale = 10 ** places
+    return [rng.randint(1, high * scale) / scale for _ in range(count)]
+
+
+def _decimal_lists(rng: random.Random, tests: int, min_len: int = 2, max_len: int = 6) -> list[tuple]:
+    return [(_decimals(rng, rng.randint(min_len, max_len), rng.choice((1, 2)), 20),) for _ in range(tests)]
+
+
+_EXACT = "from fractions import Fraction as F\n\n\n"  # the references' one import
+
+
+def _decimal_sum(rng: random.Random) -> Variant:
+    name, arg = _pick(rng, ["total", "sum_prices", "add_amounts", "total_price"]), _pick(rng, ["prices", "amounts", "values", "costs"])
+    return Variant(name, f"def {name}({arg}: list[float]) -> float:",
+                   f"Return the sum of the decimal numbers in the list `{arg}`.",
+                   _EXACT + f"def {name}({arg}):\n    return float(sum(F(str(x)) for x in {arg}))\n",
+                   _decimal_lists(rng, TESTS_PER_PROBLEM))
+
+
+def _decimal_mean(rng: random.Random) -> Variant:
+    name, arg = _pick(rng, ["average", "mean_value", "mean", "avg"]), _pick(rng, ["values", "readings", "scores", "data"])
+    return Variant(name, f"def {name}({arg}: list[float]) -> float:",
+                   f"Return the average (arithmetic mean) of the decimal numbers in the list `{arg}`.",
+                   _EXACT + f"def {name}({arg}):\n    return float(sum(F(str(x)) for x in {arg}) / len({arg}))\n",
+                   _decimal_lists(rng, TESTS_PER_PROBLEM))
+
+
+def _decimal_scale(rng: random.Random) -> Variant:
+    name, arg = _pick(rng, ["scale", "times_rate", "apply_rate"]), _pick(rng, ["x", "amount", "value"])
+    k = rng.choice(["0.1", "0.3", "0.7", "1.1", "2.3", "0.05"])
+    return Variant(name, f"def {name}({arg}: float) -> float:", f"Return `{arg}` multiplied by {k}.",
+                   _EXACT + f"def {name}({arg}):\n    return float(F(str({arg})) * F('{k}'))\n",
+                   [(x,) for x in _decimals(rng, TESTS_PER_PROBLEM, rng.choice((1, 2)), 50)])
+
+
+def _decimal_percent(rng: random.Random) -> Variant:
+    name, arg = _pick(rng, ["percent_of", "tax", "discount_amount"]), _pick(rng, ["amount", "price", "total"])
+    p = rng.choice([5, 7, 12, 15, 18, 23])
+    return Variant(name, f"def {name}({arg}: float) -> float:", f"Return {p} percent of `{arg}`.",
+                   _EXACT + f"def {name}({arg}):\n    return float(F(str({arg})) * {p} / 100)\n",
+                   [(x,) for x in _decimals(rng, TESTS_PER_PROBLEM, 2, 200)])
+
+
+def _decimal_range(rng: random.Random) -> Variant:
+    name, arg = _pick(rng, ["value_range", "spread", "max_minus_min", "span"]), _pick(rng, ["values", "temps", "prices", "data"])
+    return Variant(name, f"def {name}({arg}: list[float]) -> float:",
+                   f"Return the largest number in the list `{arg}` minus the smallest.",
+                   _EXACT + f"def {name}({arg}):\n    return float(F(str(max({arg}))) - F(str(min({arg}))))\n",
+                   _decimal_lists(rng, TESTS_PER_PROBLEM))
+
+
+def _decimal_cost(rng: random.Random) -> Variant:
+    name = _pick(rng, ["total_cost", "bill", "order_total", "basket_total"])
+    prices, counts = _pick(rng, ["prices", "unit_prices"]), _pick(rng, ["counts", "quantities"])
+    inputs = []
+    for _ in range(TESTS_PER_PROBLEM):
+        size = rng.randint(1, 4)
+        inputs.append((_decimals(rng, size, 2, 20), [rng.randint(1, 5) for _ in range(size)]))
+    return Variant(name, f"def {name}({prices}: list[float], {counts}: list[int]) -> float:",
+                   f"Return the total cost: the sum of `{prices}[i] * {counts}[i]` over all i.",
+                   _EXACT + f"def {name}({prices}, {counts}):\n"
+                   f"    return float(sum(F(str(p)) * c for p, c in zip({prices}, {counts})))\n", inputs)
+
+
+DECIMAL_TEMPLATES: tuple[Template, ...] = (
+    Template("decimal_sum", "easy", _decimal_sum),
+    Template("decimal_mean", "easy", _decimal_mean),
+    Template("decimal_scale", "easy", _decimal_scale),
+    Template("decimal_percent", "easy", _decimal_percent),
+    Template("decimal_range", "easy", _decimal_range),
+    Template("decimal_cost", "easy", _decimal_cost),
+)
+
+
 def _expected_outputs(variant: Variant) -> list[str]:
     """Run the reference (our code, trusted) on each input; outputs as JSON."""
     namespace: dict = {}
@@ -397,8 +483,8 @@ def _problem(template: Template, variant: Variant, split: str, index: int) -> Pr
     )
 
 
-def default_problems(seed: int = 0, train_per_template: int = 4,
-                     held_out_per_template: int = 2) -> tuple[list[Problem], list[Problem]]:
+def default_problems(seed: int = 0, train_per_template: int = 4, held_out_per_template: int = 2,
+                     templates: tuple[Template, ...] = TEMPLATES) -> tuple[list[Problem], list[Problem]]:
     """(train, held_out): `train_per_template` and `held_out_per_template` problems from each
     of the TEMPLATES (24 templates: 96 and 48 by default), the same for the same arguments.
 
@@ -410,7 +496,7 @@ def default_problems(seed: int = 0, train_per_template: int = 4,
     train: list[Problem] = []
     held_out: list[Problem] = []
     wanted = train_per_template + held_out_per_template
-    for template in TEMPLATES:
+    for template in templates:
         rng = random.Random(f"{seed}/{template.name}")  # a template's problems do not move when others change
         variants: dict[tuple[str, str], Variant] = {}
         for _ in range(200 * wanted):
@@ -426,12 +512,26 @@ def default_problems(seed: int = 0, train_per_template: int = 4,
     return train, held_out
 
 
+def decimal_problems(seed: int = 0) -> tuple[list[Problem], list[Problem]]:
+    """(train, held_out) of the decimal-answer set: 8 and 4 problems from each of the six
+    DECIMAL_TEMPLATES (48 and 24)."""
+    return default_problems(seed, train_per_template=8, held_out_per_template=4, templates=DECIMAL_TEMPLATES)
+
+
+GENERATED_SETS: dict[str, Callable[[int], tuple[list[Problem], list[Problem]]]] = {
+    "default": default_problems,
+    "decimal": decimal_problems,
+}
+"""Problem sets generated here, each with its own train / held-out split: a config's
+`problems` names one of these or a JSONL file."""
+
+
 def named_problems(spec: str, split: str, seed: int = 0) -> list[Problem]:
-    """The problems a config names: a canonical JSONL path, or "default" for the `split`
-    ("train" or "heldout") of the default problems drawn with `seed`."""
-    if spec != "default":
+    """The problems a config names: a canonical JSONL path, or a GENERATED_SETS name
+    ("default", "decimal") for the `split` ("train" or "heldout") of that set drawn with `seed`."""
+    if spec not in GENERATED_SETS:
         return read_problems(spec)
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
-    train, heldout = default_problems(seed)
+    train, heldout = GENERATED_SETS[spec](seed)
     return list(train if split == "train" else heldout)

@@ -789,16 +789,17 @@ def freeze_below_top_layers(model, count: int) -> None:
 
 def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     """(train, held-out) problems named by config.problems / heldout_problems / heldout_size."""
-    from microcoder.training.tasks import default_problems, named_problems
+    from microcoder.training.tasks import GENERATED_SETS, named_problems
 
-    if config.problems == "default":
-        train, heldout = default_problems(config.seed)
+    generated = config.problems in GENERATED_SETS  # a set with its own held-out split
+    if generated:
+        train, heldout = GENERATED_SETS[config.problems](config.seed)
         heldout = heldout[: config.heldout_size]
     else:
         train, heldout = named_problems(config.problems, "train", config.seed), []
     if config.heldout_problems is not None:
         heldout = named_problems(config.heldout_problems, "heldout", config.seed)
-    elif config.problems != "default":
+    elif not generated:
         shuffled = list(train)
         random.Random(config.seed).shuffle(shuffled)
         heldout, train = shuffled[: config.heldout_size], shuffled[config.heldout_size:]
