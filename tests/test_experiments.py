@@ -221,6 +221,7 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     fake_run(grid / "a" / "seed-1", 4, rows(1, (1, 2, 3)))
     judged = [json.loads(line) for line in (grid / "a" / "seed-1" / "metrics.jsonl").read_text().splitlines()]
     judged[1]["fraction_unscorable"], judged[2]["fraction_unscorable"] = 0.25, 0.5  # the sandbox failed mid-run
+    judged[2]["heldout_accuracy"] = float("nan")  # every held-out sample a judge error: nothing measured
     (grid / "a" / "seed-1" / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in judged))
     fake_run(grid / "a" / "seed-2", 4, rows(2, (1,)))  # still running: one step logged
     (grid / "a" / "seed-2" / "summary.json").unlink()
@@ -235,7 +236,8 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     # b: the one run with rows; the empty one has no step and is left out rather than emptying the curve
     assert "| b | reward_mean | 0.100 +- 0.000 | 0.200 +- 0.000 | 0.150 +- 0.000 | 2 | 1 |" in text
     assert "Runs not finished: a/seed-2, b/seed-0, b/seed-1, b/seed-2 (an arm with a finished run" in text
-    assert "**Runs with judge errors (fraction_unscorable > 0): a/seed-1 (steps 2-3, up to 50%).**" in text
+    assert ("**Runs with judge errors: a/seed-1 (steps 2-3, up to 50%), a/seed-1 (held-out all judge errors at "
+            "step 3).**") in text
     # publishing mirrors the grid: a run deleted from it (to be redone) leaves the docs too
     docs = tmp_path / "docs"
     report_all(grid, docs=docs)

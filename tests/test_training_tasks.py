@@ -118,7 +118,8 @@ def test_decimal_set_sizes_splits_and_every_template(decimal):
     assert {p.metadata["template"] for p in train} == names == {p.metadata["template"] for p in held_out}
     key = lambda p: (p.prompt.split("\n\nExample")[0], p.starter_code)  # noqa: E731
     assert not {key(p) for p in train} & {key(p) for p in held_out}
-    assert not {p.id for p in train + held_out} & {p.id for p in default_problems()[0]}
+    for problem in train + held_out:  # every test its own input
+        assert len({test.input for test in problem.tests}) == len(problem.tests), problem.id
 
 
 def test_a_decimal_reference_computes_exactly(decimal):

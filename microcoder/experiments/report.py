@@ -191,14 +191,22 @@ def draw_time_split(axis, arms: dict[str, list[list[dict]]], colours: dict[str, 
 
 
 def judge_error_runs(grid: Path, spec) -> list[str]:
-    """The reported runs that logged judge errors (fraction_unscorable > 0), with where."""
+    """The reported runs that logged judge errors, with where: training steps with
+    fraction_unscorable > 0, and held-out evaluations whose every sample was one (logged
+    as NaN, which the curves and tables leave out)."""
     found = []
     for arm in spec.arms:
         for run in reported_runs(grid / arm):
-            rows = [row for row in read_metrics(run / METRICS_FILE) if row.get("fraction_unscorable")]
+            metrics = read_metrics(run / METRICS_FILE)
+            rows = [row for row in metrics if row.get("fraction_unscorable")]
             if rows:
                 worst = max(row["fraction_unscorable"] for row in rows)
                 found.append(f"{arm}/{run.name} (steps {rows[0]['step']}-{rows[-1]['step']}, up to {worst:.0%})")
+            unmeasured = [row["step"] for row in metrics for key in ("heldout_accuracy", "heldout_accuracy_long")
+                          if isinstance(row.get(key), float) and math.isnan(row[key])]
+            if unmeasured:
+                found.append(f"{arm}/{run.name} (held-out all judge errors at step "
+                             f"{', '.join(map(str, sorted(set(unmeasured))))})")
     return found
 
 
@@ -226,8 +234,9 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path) -> str:
     unjudged = judge_error_runs(grid, spec)
     if unjudged:
         # A judge error is no reward, not a wrong answer: a run with many trained on a
-        # fraction of its batch, and a held-out pass@1 with every problem unjudged reads 0.
-        lines += ["", f"**Runs with judge errors (fraction_unscorable > 0): {', '.join(unjudged)}.** "
+        # fraction of its batch, and a held-out evaluation with every sample unjudged
+        # measured nothing (NaN, missing from its curve).
+        lines += ["", f"**Runs with judge errors: {', '.join(unjudged)}.** "
                   "Their numbers are not the method's; find the cause before comparing."]
     unfinished = [f"{arm}/seed-{seed}" for arm in spec.arms for seed in spec.seeds
                   if run_state(grid / arm / f"seed-{seed}") != "finished"]

@@ -41,9 +41,9 @@ class TrainConfig(BaseModel):
     problems: str = "default"
     """"default" (the generated easy call problems, with their own held-out split), "decimal" (generated call problems with decimal answers, on which the robust and strict judges differ; its own split too) or a canonical problems JSONL."""
     heldout_problems: str | None = None
-    """Canonical JSONL of held-out problems; None: the default split, or `heldout_size` problems taken from `problems`."""
+    """Canonical JSONL of held-out problems; None: the generated set's own split, or `heldout_size` problems taken from a `problems` file."""
     heldout_size: int = 24
-    """Problems held out of a `problems` file when `heldout_problems` is None (seeded choice); also caps the default split."""
+    """Problems held out of a `problems` file when `heldout_problems` is None (seeded choice); also caps a generated set's split (its first ones, in template order)."""
     train_difficulties: list[str] | None = None
     """Train only on problems whose `difficulty` is one of these (e.g. [medium]); None: all. The held-out set is not filtered."""
 

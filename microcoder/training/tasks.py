@@ -366,8 +366,9 @@ TEMPLATES: tuple[Template, ...] = (
 
 # --- decimal-answer templates (the "decimal" set) ---------------------------------------
 # Call problems whose answers are decimals, with expected values computed exactly
-# (fractions.Fraction, then the nearest double), as a judge's expected output printed by
-# an exact reference solution is. The natural float code (`sum(prices)`, `x * 0.1`) is
+# (fractions.Fraction) and then rounded to the nearest double, as a judge's expected
+# output printed by an exact reference solution is (a mean of three can be a repeating
+# decimal: its double is the nearest one). The natural float code (`sum(prices)`, `x * 0.1`) is
 # off in the last bits on many inputs: 0.1 + 0.2 returns 0.30000000000000004 where 0.3 is
 # expected. LiveCodeBench's grader compares with Python ==, so it rejects those; the
 # robust judge compares within CALL_FLOAT_TOLERANCE and accepts them. This is the set on
@@ -375,9 +376,9 @@ TEMPLATES: tuple[Template, ...] = (
 # integers, strings and bools, on which they never do).
 
 def _decimals(rng: random.Random, count: int, places: int = 2, high: int = 99) -> list[float]:
-    """Decimals such as 0.1 or 12.35: `places` digits after the point, up to `high`."""
+    """`count` different decimals such as 0.1 or 12.35: `places` digits after the point, up to `high`."""
     scale = 10 ** places
-    return [rng.randint(1, high * scale) / scale for _ in range(count)]
+    return [value / scale for value in rng.sample(range(1, high * scale + 1), count)]
 
 
 def _decimal_lists(rng: random.Random, tests: int, min_len: int = 2, max_len: int = 6) -> list[tuple]:
@@ -491,7 +492,8 @@ def default_problems(seed: int = 0, train_per_template: int = 4, held_out_per_te
     Train and held-out never share a problem: variants of a template are drawn until that
     many distinct (statement, signature) pairs exist, and those are split, so a held-out
     problem differs from every training one in its name, arguments, constants or wording,
-    and in its tests. `prelude` is empty: the references need no imports.
+    and in its tests. `prelude` is empty: the references import what they need
+    themselves (the decimal set's, `fractions`).
     """
     train: list[Problem] = []
     held_out: list[Problem] = []
