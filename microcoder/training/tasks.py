@@ -388,20 +388,27 @@ def _decimal_lists(rng: random.Random, tests: int, min_len: int = 2, max_len: in
 _EXACT = "from fractions import Fraction as F\n\n\n"  # the references' one import
 
 
-def _decimal_sum(rng: random.Random) -> Variant:
-    name, arg = _pick(rng, ["total", "sum_prices", "add_amounts", "total_price"]), _pick(rng, ["prices", "amounts", "values", "costs"])
-    return Variant(name, f"def {name}({arg}: list[float]) -> float:",
-                   f"Return the sum of the decimal numbers in the list `{arg}`.",
-                   _EXACT + f"def {name}({arg}):\n    return float(sum(F(str(x)) for x in {arg}))\n",
+def _decimal_list_variant(rng: random.Random, names: list[str], arguments: list[str], statement: str,
+                          exact: str) -> Variant:
+    """A function of one list of decimals; `statement` and `exact` (the reference's
+    Fraction expression) name the argument as {arg}."""
+    name, arg = _pick(rng, names), _pick(rng, arguments)
+    return Variant(name, f"def {name}({arg}: list[float]) -> float:", statement.format(arg=arg),
+                   _EXACT + f"def {name}({arg}):\n    return float({exact.format(arg=arg)})\n",
                    _decimal_lists(rng, TESTS_PER_PROBLEM))
 
 
-def _decimal_mean(rng: random.Random) -> Variant:
-    name, arg = _pick(rng, ["average", "mean_value", "mean", "avg"]), _pick(rng, ["values", "readings", "scores", "data"])
-    return Variant(name, f"def {name}({arg}: list[float]) -> float:",
-                   f"Return the average (arithmetic mean) of the decimal numbers in the list `{arg}`.",
-                   _EXACT + f"def {name}({arg}):\n    return float(sum(F(str(x)) for x in {arg}) / len({arg}))\n",
-                   _decimal_lists(rng, TESTS_PER_PROBLEM))
+# name -> (function names, argument names, statement, the reference's exact expression)
+_DECIMAL_LIST_TASKS = {
+    "decimal_sum": (["total", "sum_prices", "add_amounts", "total_price"], ["prices", "amounts", "values", "costs"],
+                    "Return the sum of the decimal numbers in the list `{arg}`.", "sum(F(str(x)) for x in {arg})"),
+    "decimal_mean": (["average", "mean_value", "mean", "avg"], ["values", "readings", "scores", "data"],
+                     "Return the average (arithmetic mean) of the decimal numbers in the list `{arg}`.",
+                     "sum(F(str(x)) for x in {arg}) / len({arg})"),
+    "decimal_range": (["value_range", "spread", "max_minus_min", "span"], ["values", "temps", "prices", "data"],
+                      "Return the largest number in the list `{arg}` minus the smallest.",
+                      "F(str(max({arg}))) - F(str(min({arg})))"),
+}
 
 
 def _decimal_scale(rng: random.Random) -> Variant:
@@ -420,14 +427,6 @@ def _decimal_percent(rng: random.Random) -> Variant:
                    [(x,) for x in _decimals(rng, TESTS_PER_PROBLEM, 2, 200)])
 
 
-def _decimal_range(rng: random.Random) -> Variant:
-    name, arg = _pick(rng, ["value_range", "spread", "max_minus_min", "span"]), _pick(rng, ["values", "temps", "prices", "data"])
-    return Variant(name, f"def {name}({arg}: list[float]) -> float:",
-                   f"Return the largest number in the list `{arg}` minus the smallest.",
-                   _EXACT + f"def {name}({arg}):\n    return float(F(str(max({arg}))) - F(str(min({arg}))))\n",
-                   _decimal_lists(rng, TESTS_PER_PROBLEM))
-
-
 def _decimal_cost(rng: random.Random) -> Variant:
     name = _pick(rng, ["total_cost", "bill", "order_total", "basket_total"])
     prices, counts = _pick(rng, ["prices", "unit_prices"]), _pick(rng, ["counts", "quantities"])
@@ -441,12 +440,16 @@ def _decimal_cost(rng: random.Random) -> Variant:
                    f"    return float(sum(F(str(p)) * c for p, c in zip({prices}, {counts})))\n", inputs)
 
 
+def _list_task(name: str) -> Callable[[random.Random], Variant]:
+    return lambda rng: _decimal_list_variant(rng, *_DECIMAL_LIST_TASKS[name])
+
+
 DECIMAL_TEMPLATES: tuple[Template, ...] = (
-    Template("decimal_sum", "easy", _decimal_sum),
-    Template("decimal_mean", "easy", _decimal_mean),
+    Template("decimal_sum", "easy", _list_task("decimal_sum")),
+    Template("decimal_mean", "easy", _list_task("decimal_mean")),
     Template("decimal_scale", "easy", _decimal_scale),
     Template("decimal_percent", "easy", _decimal_percent),
-    Template("decimal_range", "easy", _decimal_range),
+    Template("decimal_range", "easy", _list_task("decimal_range")),
     Template("decimal_cost", "easy", _decimal_cost),
 )
 
