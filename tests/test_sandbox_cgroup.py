@@ -495,6 +495,33 @@ def test_a_cgroup_whose_lock_a_worker_holds_is_not_reaped():
         sandbox_module._remove_cgroup_tree(held)
 
 
+@needs_cgroup
+def test_a_cgroup_left_by_another_pid_namespace_is_reaped_once_old_and_unlocked():
+    # Named in a pid namespace that is not ours (one that is gone: a container that exited).
+    # Its pid cannot be looked up here, so only the lock and the age decide.
+    other = int(sandbox_module._pid_namespace()) + 1
+    paths = [os.path.join(PLAN.memory_parent, f"microcoder-{other}.{pid}.1-0") for pid in (11, 12, 13)]
+    old, young, locked = paths
+    lock = None
+    try:
+        for path in (old, young):
+            os.mkdir(path)
+            os.mkdir(os.path.join(path, sandbox_module.RUN_CGROUP))
+        lock = sandbox_module._make_locked_cgroup(locked)
+        hour_ago = time.time() - 3600
+        for path in (old, locked):
+            os.utime(path, (hour_ago, hour_ago))
+        reaped = sandbox_module.reap_stale_cgroups(PLAN)
+        assert old in reaped and not os.path.exists(old)
+        assert young not in reaped and os.path.isdir(young)  # may be a maker about to take its lock
+        assert locked not in reaped and os.path.isdir(locked)  # a live worker's, in any namespace
+    finally:
+        if lock is not None:
+            os.close(lock)
+        for path in paths:
+            sandbox_module._remove_cgroup_tree(path)
+
+
 # A Sandbox in a pid namespace of its own, sharing our cgroups: between runs its worker's
 # cgroups are empty, and its pids mean nothing in ours.
 OTHER_NAMESPACE = """

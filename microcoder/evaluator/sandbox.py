@@ -345,12 +345,19 @@ def cgroup_plan() -> CgroupPlan:
         return _cgroup_plans[0]
 
 
+FOREIGN_CGROUP_MIN_AGE_S = 60.0
+"""A cgroup named in another pid namespace is reaped only when unchanged this long: its
+maker cannot be looked up from here, and one just made may not hold its lock yet."""
+
+
 def reap_stale_cgroups(plan: CgroupPlan) -> list[str]:
     """Remove the worker cgroups (and probes) in our own parents that a killed process left;
-    returns those that went. Only cgroups named in our pid namespace are considered (the
-    pid in another's names some other process here), only those whose maker (pid and start
-    time) is gone, and only those whose lock no live worker holds; one that still holds a
-    process stays (nothing is killed here) for a later start."""
+    returns those that went. What marks a cgroup as in use is its lock, which the live
+    worker holds (in any pid namespace): one whose lock is held stays. Before the lock is
+    taken, a cgroup named in our pid namespace stays while its maker (pid and start time)
+    lives; one named in another (whose pids mean nothing here; the namespace may be gone,
+    a container that exited) while it is younger than FOREIGN_CGROUP_MIN_AGE_S. One that
+    still holds a process stays (nothing is killed here) for a later start."""
     removed = []
     namespace = str(_pid_namespace())
     for parent in {plan.memory_parent, plan.pids_parent} - {None}:
@@ -360,11 +367,18 @@ def reap_stale_cgroups(plan: CgroupPlan) -> list[str]:
             continue
         for name in names:
             match = CGROUP_NAME.fullmatch(name)
-            if match is None or match["namespace"] != namespace:
+            if match is None:
                 continue
-            if _start_time(match["pid"]) == match["started"]:
-                continue  # its maker is alive: its own
             path = os.path.join(parent, name)
+            if match["namespace"] == namespace:
+                if _start_time(match["pid"]) == match["started"]:
+                    continue  # its maker is alive: its own
+            else:
+                try:
+                    if time.time() - os.stat(path).st_mtime < FOREIGN_CGROUP_MIN_AGE_S:
+                        continue
+                except OSError:
+                    continue
             try:
                 lock = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except OSError:
