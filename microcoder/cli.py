@@ -3,6 +3,7 @@ its entry point and calls it; no logic lives here."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +13,17 @@ from rich.console import Console
 
 from microcoder.data.cli import data_app
 from microcoder.problems import ProblemFormatError
+
+TRACEBACK_VARIABLE = "MICROCODER_TRACEBACK"
+
+
+def _fail(console: Console, error: BaseException) -> None:
+    """Print a command's error as one line and exit 2; with MICROCODER_TRACEBACK=1 set, the
+    traceback too (an error from deep inside a run, not from its input, needs its place)."""
+    if os.environ.get(TRACEBACK_VARIABLE):
+        console.print_exception()
+    console.print(f"[red]error:[/red] {error}")
+    raise typer.Exit(2) from None
 
 # rich_markup_mode=None: our help strings state "[default: ...]", which rich markup would swallow as a tag.
 app = typer.Typer(help="microcoder: RL training, evaluation and data for code models.", no_args_is_help=True,
@@ -42,8 +54,7 @@ def evaluate(
                                  time_limit_scale=time_limit_scale, memory_limit_mb=memory_limit)
         run_evaluate(EvaluateJob(problems, samples, out, resume, config), console)
     except (ProblemFormatError, ValueError, FileNotFoundError, KeyError) as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(console, error)
 
 
 def _given(**options) -> dict:
@@ -77,8 +88,7 @@ def eval_model(
                                      max_new_tokens=tuple(max_new_tokens) if max_new_tokens else None))
         run_eval(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(console, error)
 
 
 @app.command()
@@ -93,8 +103,7 @@ def plot(
     try:
         written = plot_runs(run_dirs, out)
     except (ValueError, FileNotFoundError) as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(console, error)
     console.print(f"wrote {written}")
 
 
@@ -143,8 +152,7 @@ def temperature_probe(
                                       problems_seed=problems_seed, batch_size=batch_size))
         report = run_probe(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(console, error)
     if out is not None:
         out.write_text(report.to_json() + "\n")
     if report.chosen is None:
@@ -155,8 +163,7 @@ def temperature_probe(
         try:
             written = write_training_config(report.chosen, write_config, base_config)
         except (ValueError, OSError) as error:
-            console.print(f"[red]error:[/red] {error}")
-            raise typer.Exit(2) from None
+            _fail(console, error)
         console.print(f"wrote {write_config}: {base_config or 'the built-in defaults'} with temperature_stages "
                       f"[[0, {report.chosen:g}]], temperature_control staged")
         if written.model != config.model:
@@ -179,8 +186,7 @@ def train(
         settings = load_config(path, [*(overrides or []), *([f"run_dir={resume}"] if resume is not None else [])])
         run_training(settings, resume=resume is not None, name=config.stem if config is not None else "microcoder")
     except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(console, error)
 
 
 @app.command()
@@ -212,8 +218,7 @@ def serve(
         console.print(f"[red]error:[/red] {error}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(2) from None
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
-        console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(console, error)
 
 
 experiment_app = typer.Typer(help="Run and report experiment grids (arms x seeds of training runs).",
@@ -245,8 +250,7 @@ def experiment_run(
             variables[name.strip()] = number
         run_experiment(spec, root, parallel=parallel, extra=tuple(overrides or ()), variables=variables)
     except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
-        Console().print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(Console(), error)
 
 
 @experiment_app.command("report")
@@ -262,8 +266,7 @@ def experiment_report(
         for figure, report in report_all(root, docs):
             print(f"{figure}\n{report}")
     except (ValueError, FileNotFoundError) as error:
-        Console().print(f"[red]error:[/red] {error}")
-        raise typer.Exit(2) from None
+        _fail(Console(), error)
 
 
 if __name__ == "__main__":  # last: `python -m microcoder.cli` must see every command registered above

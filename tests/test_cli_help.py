@@ -46,3 +46,15 @@ def test_python_dash_m_sees_every_command():
     assert shown.returncode == 0, shown.stdout + shown.stderr
     listed = [line.split()[0] for line in shown.stdout.split("Commands:", 1)[1].splitlines() if line.strip()]
     assert listed == ["run", "report"]
+
+
+def test_an_error_is_one_line_and_its_traceback_is_shown_on_request():
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    quiet = runner.invoke(app, ["train", "total_steps=-1"], env={"MICROCODER_TRACEBACK": ""})
+    assert quiet.exit_code == 2 and "error: total_steps: must be >= 1" in quiet.output
+    assert "Traceback" not in quiet.output and "load_config" not in quiet.output
+    loud = runner.invoke(app, ["train", "total_steps=-1"], env={"MICROCODER_TRACEBACK": "1"})
+    assert loud.exit_code == 2 and "error: total_steps: must be >= 1" in loud.output
+    assert "Traceback" in loud.output and "load_config" in loud.output  # where it was raised

@@ -24,7 +24,7 @@ def train(run_dir: Path, processes: int, *overrides: str, resume: bool = False) 
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     command = [*launcher, "-m", "microcoder.cli", "train", "--config", str(PRESET), *SIZES, *overrides]
     command += ["--resume", str(run_dir)] if resume else [f"run_dir={run_dir}"]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MICROCODER_TRACEBACK": "1"}  # a failure shows its place
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -933,6 +933,10 @@ def run_training(config: TrainConfig, resume: bool = False,
     finally:
         trainer.reward.close()
     seconds = time.perf_counter() - start
+    # The summary is the main process's: another reading metrics.jsonl here would race the
+    # main one's last appends to it (and the checkpoint folder its rotation of them).
+    if not trainer.accelerator.is_main_process:
+        return run_dir
     after = (trainer.last_record or {}).get("heldout_accuracy")
     if before is None:
         before = _first_heldout(run_dir / METRICS_FILE)
@@ -940,8 +944,6 @@ def run_training(config: TrainConfig, resume: bool = False,
                "seconds": seconds, "heldout_problems": len(trainer.heldout),
                "final_checkpoint": get_last_checkpoint(str(run_dir / "checkpoints"))
                if (run_dir / "checkpoints").is_dir() else None}
-    if not trainer.accelerator.is_main_process:
-        return run_dir
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     plot = _plot(run_dir)
     print(f"held-out accuracy: before {_fmt(before)}, after {_fmt(after)} "
