@@ -487,10 +487,17 @@ def _problem(template: Template, variant: Variant, split: str, index: int) -> Pr
     )
 
 
-def default_problems(seed: int = 0, train_per_template: int = 4, held_out_per_template: int = 2,
-                     templates: tuple[Template, ...] = TEMPLATES) -> tuple[list[Problem], list[Problem]]:
+def default_problems(seed: int = 0, train_per_template: int = 4,
+                     held_out_per_template: int = 2) -> tuple[list[Problem], list[Problem]]:
+    """(train, held_out) of the default set: `train_per_template` and `held_out_per_template`
+    problems from each of the TEMPLATES (24 templates: 96 and 48 by default)."""
+    return generated_problems(TEMPLATES, seed, train_per_template, held_out_per_template)
+
+
+def generated_problems(templates: tuple[Template, ...], seed: int, train_per_template: int,
+                       held_out_per_template: int) -> tuple[list[Problem], list[Problem]]:
     """(train, held_out): `train_per_template` and `held_out_per_template` problems from each
-    of the TEMPLATES (24 templates: 96 and 48 by default), the same for the same arguments.
+    of `templates`, the same for the same arguments.
 
     Train and held-out never share a problem: variants of a template are drawn until that
     many distinct (statement, signature) pairs exist, and those are split, so a held-out
@@ -520,7 +527,7 @@ def default_problems(seed: int = 0, train_per_template: int = 4, held_out_per_te
 def decimal_problems(seed: int = 0) -> tuple[list[Problem], list[Problem]]:
     """(train, held_out) of the decimal-answer set: 8 and 4 problems from each of the six
     DECIMAL_TEMPLATES (48 and 24)."""
-    return default_problems(seed, train_per_template=8, held_out_per_template=4, templates=DECIMAL_TEMPLATES)
+    return generated_problems(DECIMAL_TEMPLATES, seed, train_per_template=8, held_out_per_template=4)
 
 
 GENERATED_SETS: dict[str, Callable[[int], tuple[list[Problem], list[Problem]]]] = {
