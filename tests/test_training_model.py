@@ -72,6 +72,50 @@ def test_saved_tiny_model_loads_by_path(tmp_path, tiny):
     assert torch.allclose(model(ids).logits, tiny[0](ids).logits, atol=1e-6)
 
 
+def test_a_saved_tiny_model_appears_whole_and_is_never_rewritten(tmp_path, monkeypatch):
+    """Several training processes save the tiny model into one run directory at once; a
+    process must never find the folder holding some files and not others (CI's two-process
+    resume read an empty config.json while the other process rewrote it)."""
+    path = tmp_path / "run" / "tiny_model"
+    seen_while_writing = []
+    real_tiny = model_module.tiny_model_and_tokenizer
+
+    def watched_tiny(seed):
+        model, tokenizer = real_tiny(seed)
+        real_save = tokenizer.save_pretrained
+
+        def save(*args, **kwargs):  # the model's files are written by now: what does a reader see?
+            seen_while_writing.append(sorted(p.name for p in path.iterdir()) if path.exists() else None)
+            return real_save(*args, **kwargs)
+
+        tokenizer.save_pretrained = save
+        return model, tokenizer
+
+    monkeypatch.setattr(model_module, "tiny_model_and_tokenizer", watched_tiny)
+    assert save_tiny_model(path, seed=3) == path
+    assert seen_while_writing == [None]  # in place, the folder would already hold config.json
+    assert {"config.json", "tokenizer.json", model_module.TINY_RECORD} <= {p.name for p in path.iterdir()}
+    assert [p.name for p in path.parent.iterdir()] == ["tiny_model"]  # no partial folder left
+    before = {p.name: p.stat().st_mtime_ns for p in path.iterdir()}
+
+    assert save_tiny_model(path, seed=3) == path  # a second process, or a resumed run
+    assert seen_while_writing == [None] and {p.name: p.stat().st_mtime_ns for p in path.iterdir()} == before
+    with pytest.raises(ValueError, match="seed 3, not 4"):
+        save_tiny_model(path, seed=4)
+
+
+def test_a_rank_that_writes_no_model_files_fails_and_leaves_no_folder(tmp_path, monkeypatch):
+    """Under torch.distributed transformers writes a model's files on rank 0 only: another
+    rank's save must not publish a folder holding the tokenizer alone (which the loader then
+    rejects for want of config.json, as CI's two-process run did)."""
+    from transformers import PreTrainedModel
+
+    monkeypatch.setattr(PreTrainedModel, "should_save_on_this_rank", lambda self, is_main_process: False)
+    with pytest.raises(RuntimeError, match="rank 0 only"):
+        save_tiny_model(tmp_path / "tiny_model")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_default_model_path_converts_once_then_reuses(tmp_path, monkeypatch):
     """The one slow test: a real conversion into an empty cache, then a cached call."""
     calls = []

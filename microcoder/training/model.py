@@ -187,11 +187,56 @@ def tiny_model_and_tokenizer(seed: int = 0) -> tuple[PreTrainedModel, PreTrained
     return model, tokenizer
 
 
+TINY_RECORD = "microcoder_tiny.json"
+"""Written inside a saved tiny model: the seed it was made with."""
+
+
 def save_tiny_model(path: str | Path, seed: int = 0) -> Path:
     """Write `tiny_model_and_tokenizer(seed)` to `path` (a directory) and return it, so that
-    tests can load it by path like any checkpoint."""
+    it loads by path like any checkpoint.
+
+    Written whole or not at all, and never rewritten: the files go into a private folder
+    beside `path` that is then renamed to it, and a `path` already holding this seed's model
+    is kept. Training processes share one run directory: when each wrote the files in place,
+    one read another's half-written config (an empty config.json: "JSONDecodeError:
+    Expecting value" in CI's two-process resume test). Under torch.distributed transformers
+    writes a model's files on rank 0 only, so run_training saves on the main process before
+    the others load; another rank finding no model here gets a RuntimeError, never a folder
+    with the tokenizer alone.
+    """
     path = Path(path)
-    model, tokenizer = tiny_model_and_tokenizer(seed)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    if path.is_dir() and any(path.iterdir()):
+        return _existing_tiny_model(path, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    partial.chmod(0o755)  # mkdtemp's 0700 would outlive the rename
+    try:
+        model, tokenizer = tiny_model_and_tokenizer(seed)
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        if not (partial / "config.json").is_file():
+            raise RuntimeError("save_tiny_model: the model's files were not written; under torch.distributed "
+                               "transformers writes them on rank 0 only, so save from the main process first")
+        (partial / TINY_RECORD).write_text(json.dumps({"seed": seed}) + "\n", encoding="utf-8")
+        try:
+            os.rename(partial, path)  # atomic; replaces an empty folder, fails on a full one
+        except OSError:
+            if not (path.is_dir() and any(path.iterdir())):
+                raise
+            return _existing_tiny_model(path, seed)  # another process's rename came first
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return path
+
+
+def _existing_tiny_model(path: Path, seed: int) -> Path:
+    """`path` when it holds the tiny model of `seed` (or one saved before the seed was
+    recorded); a ValueError when it holds another seed's or something else."""
+    record = path / TINY_RECORD
+    if record.is_file():
+        recorded = json.loads(record.read_text(encoding="utf-8")).get("seed")
+        if recorded != seed:
+            raise ValueError(f"{path} holds the tiny model of seed {recorded}, not {seed}: use another folder")
+    elif not (path / "config.json").is_file():
+        raise FileExistsError(f"{path} exists and is not a saved model: use another folder")
     return path

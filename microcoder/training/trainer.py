@@ -102,6 +102,8 @@ from microcoder.training.plots import METRICS_FILE
 from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
 
 STATE_FILE = "microcoder_state.json"
+TINY_MODEL_DIR = "tiny_model"
+"""Where a run of model "tiny" keeps it: TRL rebuilds the reference model from the policy's path."""
 # The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps
 # ("heldout_accuracy_long" too when heldout_long_factor is set) and "kl" only when beta > 0.
 # The step-0 line (before training) holds step and the held-out accuracies.
@@ -761,7 +763,7 @@ def load_model(config: TrainConfig, run_dir: Path):
 
     name = config.model
     if name == "tiny":
-        name = str(save_tiny_model(run_dir / "tiny_model", config.seed))
+        name = str(save_tiny_model(run_dir / TINY_MODEL_DIR, config.seed))  # kept when already there
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[config.dtype]
     model, tokenizer = load_model_and_tokenizer(name, dtype)
     model.train()
@@ -919,6 +921,10 @@ def run_training(config: TrainConfig, resume: bool = False,
     config = config.model_copy(update={"run_dir": str(run_dir)})
     if processes.is_main_process:
         dump_config(config, run_dir / "config.yaml")
+        if config.model == "tiny":  # written here, once: only rank 0 writes a model's files
+            from microcoder.training.model import save_tiny_model
+
+            save_tiny_model(run_dir / TINY_MODEL_DIR, config.seed)
     processes.wait_for_everyone()
 
     trainer = build_trainer(config, run_dir, problems=problems, evaluator=evaluator)
