@@ -1,8 +1,14 @@
 """The experiment runner and reporter on a tiny grid (2 arms x 2 seeds x 2 steps, CPU)."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -306,3 +312,53 @@ def test_the_main_specs_arms_are_the_shipped_presets_at_cpu_scale(tmp_path):
         assert differing == set(), arm
         assert config["dynamic_sampling_max_rounds"] == (2 if arm == "dapo" else 4)  # 2 refill rounds on CPU
         assert config["max_new_tokens"] == 128 and config["heldout_long_factor"] == 2
+
+
+def test_a_run_being_trained_is_neither_removed_nor_trained_again_by_a_second_runner(tmp_path):
+    """A grid restarted while an earlier runner's worker still trained a run removed that
+    run's folder (no checkpoint yet: "fresh") and trained it again beside the first."""
+    from microcoder.experiments.runner import RunInUse, run_phases
+
+    run_dir = tmp_path / "arm" / "seed-0"
+    seen = []
+
+    def first(config, resume):  # while this one trains, a second runner reaches the run
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.jsonl").write_text('{"step": 0}\n')
+        with pytest.raises(RunInUse, match=f"{run_dir} is being trained by pid {os.getpid()}"):
+            run_phases([config], run_dir, lambda *_: seen.append("second trained"))
+        seen.append((run_dir / "metrics.jsonl").read_text())
+
+    config = SimpleNamespace(total_steps=2, updates_per_step=1)
+    assert run_phases([config], run_dir, first) == "started"
+    assert seen == ['{"step": 0}\n']  # the second neither trained nor removed the folder
+    assert run_phases([config], run_dir, lambda *_: seen.append("later")) == "started"  # the lock is released
+    assert seen[-1] == "later"
+
+
+def test_a_killed_runners_workers_end_with_it(tmp_path):
+    """Parallel runs live in worker processes; SIGKILL the runner and they must not train on."""
+    script = tmp_path / "runner.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, time
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+        from microcoder.experiments.runner import end_with_parent
+        if __name__ == "__main__":
+            pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=end_with_parent,
+                                       initargs=(os.getpid(),))
+            print(pool.submit(os.getpid).result(), flush=True)
+            pool.submit(time.sleep, 120)
+            time.sleep(1)
+            os.kill(os.getpid(), 9)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[1])
+    worker = int(done.stdout.split()[0])
+    for _ in range(100):
+        if not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text():
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(worker, 9)
+        pytest.fail("the worker outlived its runner")

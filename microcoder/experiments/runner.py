@@ -8,6 +8,9 @@ directory). Its state decides what happens:
 - anything else (started, killed before its first checkpoint): removed and started over.
 So a grid can span several sittings: rerun the same command. The spec is copied to
 ROOT/<spec name>/spec.yaml beside the runs (the report reads its metrics and findings).
+A run is trained by one process at a time: it holds <arm>/seed-<k>.lock while it runs, and
+a second runner reaching that run fails it (RunInUse) instead of removing or resuming a
+folder that is still being written. Worker processes end with the runner that made them.
 
 An arm with schedule changes runs as phases: phase 1 trains to its `at_step` and
 checkpoints; each next phase resumes that checkpoint with its own config (e.g. a longer
@@ -21,14 +24,18 @@ the runs' metrics.jsonl.
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import json
 import os
 import shutil
+import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -78,19 +85,62 @@ def completed_steps(run_dir: Path, updates_per_step: int) -> int:
     return max(steps, default=0)
 
 
+class RunInUse(RuntimeError):
+    """Another process is training this run."""
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold <run_dir>.lock (beside the run, whose folder may be removed and remade) while
+    this process trains the run; RunInUse when another process holds it. The kernel drops
+    the lock when its holder exits, however it exits. A grid restarted while an earlier
+    runner's worker still trained a run once removed and retrained that run under it."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(run_dir.parent / f"{run_dir.name}.lock", "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "a process"
+            raise RunInUse(f"{run_dir} is being trained by {holder}: stop it or let it finish, "
+                           "then rerun to continue this run") from None
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        yield
+
+
 def run_phases(phases: list, run_dir: Path, train: Callable) -> str:
     """Run what is left of one run (its phase configs in order); returns "started" or "resumed"."""
-    state = run_state(run_dir, phases[-1].total_steps)
-    if state == "fresh" and run_dir.exists():
-        shutil.rmtree(run_dir)  # killed before its first checkpoint: nothing to resume
-    done = completed_steps(run_dir, phases[0].updates_per_step) if state == "interrupted" else 0
-    resume = state == "interrupted"
-    for config in phases:
-        if config.total_steps <= done:
-            continue
-        train(config, resume)
-        resume = True  # a next phase continues this one's final checkpoint
+    with run_lock(run_dir):
+        state = run_state(run_dir, phases[-1].total_steps)
+        if state == "fresh" and run_dir.exists():
+            shutil.rmtree(run_dir)  # killed before its first checkpoint: nothing to resume
+        done = completed_steps(run_dir, phases[0].updates_per_step) if state == "interrupted" else 0
+        resume = state == "interrupted"
+        for config in phases:
+            if config.total_steps <= done:
+                continue
+            train(config, resume)
+            resume = True  # a next phase continues this one's final checkpoint
     return "resumed" if state == "interrupted" else "started"
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """A worker process's initializer: SIGTERM when the runner that started it exits.
+
+    Without it a killed runner's workers trained on unseen, and a restarted grid met them
+    in its run folders. Linux only (prctl); elsewhere a no-op."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the runner died before the prctl took effect
+        os._exit(1)
 
 
 def _train_in_worker(phases: list, run_dir: str, threads: int) -> float:
@@ -221,7 +271,8 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
                 outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, status, time.perf_counter() - begin)
         else:
             threads = max(1, (os.cpu_count() or 1) // parallel)
-            with ProcessPoolExecutor(parallel, mp_context=get_context("spawn")) as pool:
+            with ProcessPoolExecutor(parallel, mp_context=get_context("spawn"), initializer=end_with_parent,
+                                     initargs=(os.getpid(),)) as pool:
                 futures = {}
                 for index, arm, seed, run_dir, state in todo:
                     futures[pool.submit(_train_in_worker, plans[arm, seed], str(run_dir), threads)] = (
