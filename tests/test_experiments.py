@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -325,7 +326,7 @@ def test_a_run_being_trained_is_neither_removed_nor_trained_again_by_a_second_ru
     def first(config, resume):  # while this one trains, a second runner reaches the run
         run_dir.mkdir(parents=True)
         (run_dir / "metrics.jsonl").write_text('{"step": 0}\n')
-        with pytest.raises(RunInUse, match=f"{run_dir} is being trained by pid {os.getpid()}"):
+        with pytest.raises(RunInUse, match=re.escape(f"{run_dir} is being trained by pid {os.getpid()}")):
             run_phases([config], run_dir, lambda *_: seen.append("second trained"))
         seen.append((run_dir / "metrics.jsonl").read_text())
 
@@ -343,18 +344,21 @@ def test_a_killed_runners_workers_end_with_it(tmp_path):
         import os, sys, time
         from concurrent.futures import ProcessPoolExecutor
         from multiprocessing import get_context
+        from pathlib import Path
         from microcoder.experiments.runner import end_with_parent
         if __name__ == "__main__":
             pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=end_with_parent,
                                        initargs=(os.getpid(),))
-            print(pool.submit(os.getpid).result(), flush=True)
+            Path(sys.argv[1]).write_text(str(pool.submit(os.getpid).result()))
             pool.submit(time.sleep, 120)
             time.sleep(1)
             os.kill(os.getpid(), 9)
     """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parents[1])
-    worker = int(done.stdout.split()[0])
+    pid_file = tmp_path / "worker.pid"
+    # No pipes: a worker that outlived the runner would hold them open and stall this call.
+    subprocess.run([sys.executable, str(script), str(pid_file)], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=120, cwd=Path(__file__).parents[1])
+    worker = int(pid_file.read_text())
     for _ in range(100):
         if not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text():
             break

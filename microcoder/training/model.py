@@ -195,13 +195,13 @@ def save_tiny_model(path: str | Path, seed: int = 0) -> Path:
     """Write `tiny_model_and_tokenizer(seed)` to `path` (a directory) and return it, so that
     it loads by path like any checkpoint.
 
-    Written whole or not at all, and never rewritten: the files go into a private folder
-    beside `path` that is then renamed to it, and a `path` already holding this seed's model
-    is kept. Training processes share one run directory: when each wrote the files in place,
-    one read another's half-written config (an empty config.json: "JSONDecodeError:
-    Expecting value" in CI's two-process resume test). Under torch.distributed transformers
-    writes a model's files on rank 0 only, so run_training saves on the main process before
-    the others load; another rank finding no model here gets a RuntimeError, never a folder
+    Never rewritten: a `path` already holding this seed's model is kept, so that training
+    processes sharing a run directory can all call this (when each wrote the files in place,
+    one read another's half-written config.json: "JSONDecodeError: Expecting value" in CI's
+    two-process resume test). Written whole or not at all (a private folder renamed to
+    `path`), since what is there is kept. Under torch.distributed transformers writes a
+    model's files on rank 0 only, so run_training saves on the main process before the
+    others load; a rank that would write no model files gets a RuntimeError, never a folder
     with the tokenizer alone.
     """
     path = Path(path)
@@ -218,12 +218,7 @@ def save_tiny_model(path: str | Path, seed: int = 0) -> Path:
             raise RuntimeError("save_tiny_model: the model's files were not written; under torch.distributed "
                                "transformers writes them on rank 0 only, so save from the main process first")
         (partial / TINY_RECORD).write_text(json.dumps({"seed": seed}) + "\n", encoding="utf-8")
-        try:
-            os.rename(partial, path)  # atomic; replaces an empty folder, fails on a full one
-        except OSError:
-            if not (path.is_dir() and any(path.iterdir())):
-                raise
-            return _existing_tiny_model(path, seed)  # another process's rename came first
+        os.rename(partial, path)  # atomic: a save killed half-way leaves no folder to be kept
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return path
