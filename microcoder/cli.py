@@ -12,6 +12,7 @@ import yaml
 from rich.console import Console
 
 from microcoder.data.cli import data_app
+from microcoder.evaluator.sandbox import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
 from microcoder.problems import ProblemFormatError
 
 TRACEBACK_VARIABLE = "MICROCODER_TRACEBACK"
@@ -36,12 +37,12 @@ def evaluate(
     problems: Optional[Path] = typer.Option(None, help="Canonical problems JSONL. Omit for the embedded default (HumanEval canonical solutions)."),
     samples: Optional[Path] = typer.Option(None, help='Samples JSONL: {"problem_id", "response"} or {"problem_id", "code"} per line.'),
     out: Path = typer.Option(Path("results.jsonl"), help="Results JSONL, one row per sample; a .summary.json is written beside it."),
-    workers: int = typer.Option(0, help="Parallel runs; 0 = one per usable core."),
-    mode: str = typer.Option("robust", help="robust (our rules) or strict (LiveCodeBench's rules)."),
+    workers: Optional[int] = typer.Option(None, help="Parallel runs; 0 = one per usable core [default: 0]."),
+    mode: Optional[str] = typer.Option(None, help="robust (our rules) or strict (LiveCodeBench's rules) [default: robust]."),
     all_tests: bool = typer.Option(False, "--all-tests", help="Run every test, not stopping at the first failure."),
-    time_limit: float = typer.Option(2.0, help="CPU seconds per test when a problem sets none (a problem's time_limit_s, e.g. from its reference solution, wins)."),
-    time_limit_scale: float = typer.Option(1.0, help="Multiply every test's CPU limit (the problem's or --time-limit) by this, e.g. 2 on a machine twice as slow as the one the limits were measured on."),
-    memory_limit: int = typer.Option(1024, help="MiB of address space per test when a problem sets none."),
+    time_limit: Optional[float] = typer.Option(None, help=f"CPU seconds per test when a problem sets none (a problem's time_limit_s, e.g. from its reference solution, wins) [default: {DEFAULT_TIME_LIMIT_S}]."),
+    time_limit_scale: Optional[float] = typer.Option(None, help="Multiply every test's CPU limit (the problem's or --time-limit) by this, e.g. 2 on a machine twice as slow as the one the limits were measured on [default: 1.0]."),
+    memory_limit: Optional[int] = typer.Option(None, help=f"MiB of address space per test when a problem sets none [default: {DEFAULT_MEMORY_LIMIT_MB}]."),
     resume: bool = typer.Option(False, "--resume", help="Keep rows already in --out; judge only the rest."),
 ) -> None:
     """Run model-written programs against tests in the sandbox and judge them."""
@@ -50,8 +51,8 @@ def evaluate(
 
     console = Console()
     try:
-        config = EvaluatorConfig(workers=workers, mode=mode, all_tests=all_tests, time_limit_s=time_limit,  # type: ignore[arg-type]
-                                 time_limit_scale=time_limit_scale, memory_limit_mb=memory_limit)
+        config = EvaluatorConfig(all_tests=all_tests, **_given(workers=workers, mode=mode, time_limit_s=time_limit,
+                                                              time_limit_scale=time_limit_scale, memory_limit_mb=memory_limit))
         run_evaluate(EvaluateJob(problems, samples, out, resume, config), console)
     except (ProblemFormatError, ValueError, FileNotFoundError, KeyError) as error:
         _fail(console, error)
@@ -199,8 +200,8 @@ def serve(
     mode: Optional[str] = typer.Option(None, help="/evaluate's comparison rules when a request names none: robust or strict [default: robust]."),
     queue_limit: Optional[int] = typer.Option(None, help="Runs plus samples admitted at once (running or waiting); past it requests get 503 [default: 1024]."),
     max_body_mb: Optional[float] = typer.Option(None, help="Largest request body in MiB; more is 413 [default: 64.0]."),
-    time_limit: Optional[float] = typer.Option(None, help="CPU seconds per test for problems that set none [default: 2.0]."),
-    memory_limit: Optional[int] = typer.Option(None, help="MiB per run for problems that set none and for /run_code's memory_limit_MB -1 [default: 1024]."),
+    time_limit: Optional[float] = typer.Option(None, help=f"CPU seconds per test for problems that set none [default: {DEFAULT_TIME_LIMIT_S}]."),
+    memory_limit: Optional[int] = typer.Option(None, help=f"MiB per run for problems that set none and for /run_code's memory_limit_MB -1 [default: {DEFAULT_MEMORY_LIMIT_MB}]."),
     max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds [default: 60.0]."),
 ) -> None:
     """Serve the evaluator over HTTP: SandboxFusion's /run_code, /evaluate (streamed result rows), /health."""

@@ -22,7 +22,8 @@ from typing import Any, Literal
 from microcoder.algorithms.pass_at_k import mean_pass_at_k
 from microcoder.evaluator.compare import judge_call, judge_stdout
 from microcoder.evaluator.extract import extract_code
-from microcoder.evaluator.sandbox import ProgramRun, Sandbox, SandboxConfig
+from microcoder.evaluator.sandbox import (DEFAULT_MEMORY_LIMIT_MB, DEFAULT_OUTPUT_LIMIT_MB, DEFAULT_TIME_LIMIT_S, ProgramRun,
+                                         Sandbox, SandboxConfig)
 from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl, parse_problems
 
 VERDICTS = (
@@ -62,14 +63,14 @@ class EvaluatorConfig:
     """`robust`: our comparison rules; `strict`: LiveCodeBench's, for side-by-side numbers."""
     all_tests: bool = False
     """Run every test even after one fails (slower; gives exact tests_passed)."""
-    time_limit_s: float = 2.0
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
     """CPU seconds per test when the problem sets none (`Problem.time_limit_s` wins)."""
     time_limit_scale: float = 1.0
     """Every test's CPU limit (the problem's, else `time_limit_s`) is multiplied by this:
     > 1 on a machine slower than the one the problems' limits were measured on."""
-    memory_limit_mb: int = 1024
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
     """Address-space limit per test when the problem sets none."""
-    output_limit_mb: float = 32
+    output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB
     """stdout cap per test; more is `output_limit_exceeded`."""
     isolation: Literal["auto", "full", "none"] = "auto"
     """See microcoder.evaluator.sandbox."""

@@ -74,6 +74,15 @@ RUN_ENVIRONMENT = {
 WORKER_FLAGS = ("-P", "-s", "-S")
 _slots = itertools.count()
 
+# The one home of the default limits of a run, read by every entry point (the evaluator,
+# the trainer's reward, the service, the CLI). A problem's own limits win over them.
+DEFAULT_TIME_LIMIT_S = 2.0
+"""CPU seconds per test: LiveCodeBench's and most judges' order of magnitude for Python."""
+DEFAULT_MEMORY_LIMIT_MB = 1024
+"""MiB of address space per run (a CPython process with numpy needs ~300 of it)."""
+DEFAULT_OUTPUT_LIMIT_MB = 32.0
+"""stdout cap per run; more is `output_limit_exceeded`."""
+
 
 @dataclass(frozen=True)
 class SandboxConfig:
@@ -780,9 +789,9 @@ class Sandbox:
         entry_point: str | None = None,
         prelude: str = "",
         arguments: Sequence[str] = (),
-        time_limit_s: float = 2.0,
-        memory_limit_mb: int = 1024,
-        output_limit_mb: float = 32,
+        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
+        output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB,
     ) -> ProgramRun:
         """Run one program (`kind="stdin"`) or one call of its entry point (`kind="call"`,
         `arguments` one JSON value each) and say what happened."""
@@ -855,13 +864,13 @@ class Sandbox:
             detail=detail,
         )
 
-    def run_program(self, source: str, stdin: str | bytes = b"", time_limit_s: float = 10.0,
-                    memory_limit_mb: int = 2048) -> ProgramRun:
+    def run_program(self, source: str, stdin: str | bytes = b"", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+                    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> ProgramRun:
         """Run a whole program on stdin (kind `stdin`)."""
         return self.run(source, stdin, time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb)
 
-    def run_programs(self, jobs: Sequence[tuple[str, str | bytes]], time_limit_s: float = 10.0,
-                     memory_limit_mb: int = 2048) -> list[ProgramRun]:
+    def run_programs(self, jobs: Sequence[tuple[str, str | bytes]], time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+                     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> list[ProgramRun]:
         """Run (source, stdin) pairs in parallel; results in the same order."""
         return list(self.map(lambda job: self.run_program(job[0], job[1], time_limit_s, memory_limit_mb), jobs))
 

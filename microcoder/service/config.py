@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from microcoder.evaluator.sandbox import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
+
 
 @dataclass(frozen=True)
 class ServeConfig:
@@ -28,9 +30,9 @@ class ServeConfig:
     a request that would go over it gets 503 with Retry-After, never a longer backlog."""
     max_body_mb: float = 64.0
     """Largest request body; more is 413."""
-    time_limit_s: float = 2.0
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
     """CPU seconds per test for problems that set none."""
-    memory_limit_mb: int = 1024
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
     """MiB of address space per run for problems that set none, and for /run_code
     requests whose memory_limit_MB is -1 (SandboxFusion's "no limit")."""
     max_run_timeout_s: float = 60.0

@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from microcoder.algorithms import ADVANTAGE_MODES, AGGREGATION_MODES, KL_ESTIMATORS
+from microcoder.evaluator.sandbox import DEFAULT_TIME_LIMIT_S
 from microcoder.training.temperature import check_temperature_stages
 
 
@@ -162,7 +163,7 @@ class TrainConfig(BaseModel):
     """0: greedy held-out decoding; > 0: sampled pass@1 at this temperature (the default samples as training does: greedy pass@1 of the base model sat at 0.667 and did not move)."""
     reward_workers: int = 0
     """Evaluator sandbox workers; 0: one per usable core."""
-    reward_time_limit_s: float = 2.0
+    reward_time_limit_s: float = DEFAULT_TIME_LIMIT_S
     """CPU seconds per test when a problem sets none."""
     reward_time_limit_scale: float = 1.0
     """Multiplies every test's CPU limit (the problem's, else reward_time_limit_s); > 1 on a machine slower than the one the limits were measured on."""
