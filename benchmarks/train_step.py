@@ -186,7 +186,7 @@ def build(kind: str, args, problems, evaluator, workdir: Path, overrides: list[s
 
     from microcoder.evaluator import Sample
     from microcoder.training.config import grpo_arguments, load_config
-    from microcoder.training.prompts import render_prompt
+    from microcoder.policy.prompts import render_prompt
     from microcoder.training.trainer import build_trainer, load_model
 
     config = load_config(args.config, [f"model={args.model}", f"total_steps={args.steps}", "save_every=0",

@@ -78,7 +78,7 @@ def eval_model(
     backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm [default: auto]."),
 ) -> None:
     """Sample n responses per problem and report pass@1 overall, by source and by difficulty."""
-    from microcoder.training.evaluation import EvalConfig, run_eval
+    from microcoder.policy.evaluation import EvalConfig, run_eval
 
     console = Console()
     try:

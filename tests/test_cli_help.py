@@ -7,7 +7,7 @@ import pytest
 from typer.main import get_command
 
 from microcoder.cli import app
-from microcoder.training.evaluation import EvalConfig
+from microcoder.policy.evaluation import EvalConfig
 from microcoder.training.probe import ProbeConfig
 
 

@@ -194,7 +194,7 @@ def test_cli_single_stage_needs_its_input_and_build_runs(tmp_path):
 def test_model_pass_rate_with_a_fake_generator_filters_by_band(tmp_path):
     from microcoder.data.difficulty import difficulty
     from microcoder.data.pipeline import StageContext
-    from microcoder.training.generation import GeneratedText
+    from microcoder.policy.generation import GeneratedText
 
     from microcoder.problems import Problem
 
@@ -245,7 +245,7 @@ def test_unknown_config_key_names_the_valid_ones(tmp_path):
 def test_model_pass_rate_through_a_real_checkpoint(tmp_path):
     """The non-injected path: load_model_and_tokenizer -> render_prompt -> generate ->
     evaluator, on the tiny random model (it solves nothing: every rate is 0)."""
-    from microcoder.training.model import save_tiny_model
+    from microcoder.policy.model import save_tiny_model
 
     model_dir = save_tiny_model(tmp_path / "tiny")
     config = load_config(write_config(

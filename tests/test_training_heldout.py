@@ -13,8 +13,8 @@ import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
 from microcoder.problems import Problem
-from microcoder.training import generation, prompts
-from microcoder.training.generation import GeneratedText
+from microcoder.policy import generation, prompts
+from microcoder.policy.generation import GeneratedText
 from microcoder.training.trainer import MicroCoderTrainer
 from tests.training_support import add_problem
 

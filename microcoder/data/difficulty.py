@@ -100,8 +100,8 @@ def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, contex
 
 
 def _model_generator(config: PipelineConfig):
-    from microcoder.training.evaluation import ModelGenerator
-    from microcoder.training.model import DEFAULT_MODEL, load_model_and_tokenizer
+    from microcoder.policy.generation import ModelGenerator
+    from microcoder.policy.model import DEFAULT_MODEL, load_model_and_tokenizer
 
     settings = config.difficulty
     name = DEFAULT_MODEL if settings.model == "default" else settings.model

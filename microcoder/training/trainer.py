@@ -648,8 +648,8 @@ class MicroCoderTrainer(GRPOTrainer):
         """pass@1 on the held-out problems: greedy, or `heldout_samples` samples at
         heldout_temperature, judged robustly whatever judge the reward uses. NaN when
         every sample is a judge_error (nothing was measured: not an accuracy of 0)."""
-        from microcoder.training.generation import generate
-        from microcoder.training.prompts import render_prompt
+        from microcoder.policy.generation import generate
+        from microcoder.policy.prompts import render_prompt
 
         model = self.accelerator.unwrap_model(self.model)
         tokenizer = self.processing_class
@@ -759,7 +759,7 @@ def load_model(config: TrainConfig, run_dir: Path):
     "tiny" is written to run_dir/tiny_model first and loaded from there, so that the model
     has a path: TRL rebuilds the reference model (beta > 0) from the policy's path.
     """
-    from microcoder.training.model import load_model_and_tokenizer, save_tiny_model
+    from microcoder.policy.model import load_model_and_tokenizer, save_tiny_model
 
     name = config.model
     if name == "tiny":
@@ -791,7 +791,7 @@ def freeze_below_top_layers(model, count: int) -> None:
 
 def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     """(train, held-out) problems named by config.problems / heldout_problems / heldout_size."""
-    from microcoder.training.tasks import GENERATED_SETS, named_problems
+    from microcoder.problem_sets import GENERATED_SETS, named_problems
 
     generated = config.problems in GENERATED_SETS  # a set with its own held-out split
     if generated:
@@ -837,7 +837,7 @@ def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None
     """A MicroCoderTrainer for `config` writing into `run_dir` (model, problems, evaluator injectable)."""
     from datasets import Dataset
 
-    from microcoder.training.prompts import render_prompt
+    from microcoder.policy.prompts import render_prompt
 
     if model is None:
         model, tokenizer = load_model(config, run_dir)
@@ -922,7 +922,7 @@ def run_training(config: TrainConfig, resume: bool = False,
     if processes.is_main_process:
         dump_config(config, run_dir / "config.yaml")
         if config.model == "tiny":  # written here, once: only rank 0 writes a model's files
-            from microcoder.training.model import save_tiny_model
+            from microcoder.policy.model import save_tiny_model
 
             save_tiny_model(run_dir / TINY_MODEL_DIR, config.seed)
     processes.wait_for_everyone()

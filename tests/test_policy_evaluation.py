@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from microcoder.training.evaluation import EvalConfig, ResultRow, cut_to_length, pass_at_1_table, run_eval
-from microcoder.training.generation import GeneratedText
+from microcoder.policy.evaluation import EvalConfig, ResultRow, cut_to_length, pass_at_1_table, run_eval
+from microcoder.policy.generation import GeneratedText
 from tests.helpers import call_problem, stdin_problem
 
 SUM = stdin_problem([("1 2\n", "3\n"), ("5 7\n", "12\n")], problem_id="sum", source="alpha", difficulty="easy")
@@ -148,7 +148,7 @@ def test_eval_command_with_the_tiny_model(tmp_path):
 
     from microcoder.cli import app
     from microcoder.problems import write_problems
-    from microcoder.training.model import save_tiny_model
+    from microcoder.policy.model import save_tiny_model
 
     model_dir = save_tiny_model(tmp_path / "tiny")
     write_problems(tmp_path / "problems.jsonl", [SUM, SQUARE])

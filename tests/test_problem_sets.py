@@ -7,7 +7,7 @@ import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem
-from microcoder.training.tasks import DECIMAL_TEMPLATES, SOURCE, TEMPLATES, decimal_problems, default_problems
+from microcoder.problem_sets import DECIMAL_TEMPLATES, SOURCE, TEMPLATES, decimal_problems, default_problems
 
 
 @pytest.fixture(scope="module")
