@@ -178,7 +178,7 @@ def train(
 ) -> None:
     """Train a code model with MicroCoder-GRPO, GRPO or DAPO; writes a run directory."""
     from microcoder.training.config import load_config
-    from microcoder.training.trainer import run_training
+    from microcoder.training.run import run_training
 
     console = Console()
     try:
