@@ -45,6 +45,7 @@ def evaluate(
     resume: bool = typer.Option(False, "--resume", help="Keep rows already in --out; judge only the rest."),
 ) -> None:
     """Run model-written programs against tests in the sandbox and judge them."""
+    from microcoder.data.loaders import humaneval_reference_samples
     from microcoder.evaluator.command import EvaluateJob, run_evaluate
     from microcoder.evaluator.evaluate import EvaluatorConfig
 
@@ -52,7 +53,7 @@ def evaluate(
     try:
         config = EvaluatorConfig(workers=workers, mode=mode, all_tests=all_tests, time_limit_s=time_limit,  # type: ignore[arg-type]
                                  time_limit_scale=time_limit_scale, memory_limit_mb=memory_limit)
-        run_evaluate(EvaluateJob(problems, samples, out, resume, config), console)
+        run_evaluate(EvaluateJob(problems, samples, out, resume, config), console, default=humaneval_reference_samples)
     except (ProblemFormatError, ValueError, FileNotFoundError, KeyError) as error:
         _fail(console, error)
 

