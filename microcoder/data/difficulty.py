@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.data.config import PipelineConfig
+from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.problems import Problem
 
 
@@ -32,7 +33,7 @@ def passes_band(rate: float, band: list[float]) -> str | None:
     return None
 
 
-def difficulty(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def filter_by_difficulty(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
     settings = config.difficulty
     if len(settings.pass_rate_band) != 2 or settings.pass_rate_band[0] > settings.pass_rate_band[1]:
         raise ValueError(f"difficulty.pass_rate_band must be [low, high], got {settings.pass_rate_band}")
