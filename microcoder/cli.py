@@ -3,6 +3,7 @@ its entry point and calls it; no logic lives here."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Optional
@@ -63,7 +64,7 @@ def _given(**options) -> dict:
     return {key: value for key, value in options.items() if value is not None}
 
 
-@app.command("eval")
+@app.command("eval-model")
 def eval_model(
     model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
     problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (held-out default problems) [default: default]."),
@@ -78,7 +79,8 @@ def eval_model(
     workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core [default: 0]."),
     backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm [default: auto]."),
 ) -> None:
-    """Sample n responses per problem and report pass@1 overall, by source and by difficulty."""
+    """Sample n responses per problem from a model, judge them, and report pass@1 overall, by
+    source and by difficulty. (`microcoder evaluate` judges samples you already have.)"""
     from microcoder.policy.evaluation import EvalConfig, run_eval
 
     console = Console()
@@ -90,6 +92,17 @@ def eval_model(
         run_eval(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         _fail(console, error)
+
+
+EVAL_ALIAS_NOTE = "note: `microcoder eval` is now `microcoder eval-model`; the old name is kept for one release."
+
+
+@app.command("eval", hidden=True, help="`microcoder eval-model` under its old name, kept for one release.")
+@functools.wraps(eval_model)
+def eval_alias(**options) -> None:
+    """`microcoder eval-model` under its old name (hidden; kept for one release)."""
+    typer.echo(EVAL_ALIAS_NOTE, err=True)
+    eval_model(**options)
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""`microcoder eval`: sample n responses per problem, judge them, report pass@1.
+"""`microcoder eval-model`: sample n responses per problem, judge them, report pass@1.
 
 pass@1 is the unbiased estimate from n samples (c / n per problem, averaged over
 problems), overall and by source and by difficulty, at one or more maximum response
@@ -49,7 +49,7 @@ NO_LABEL = "(none)"
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Settings of `microcoder eval`."""
+    """Settings of `microcoder eval-model`."""
 
     model: str = "smollm2-135m-instruct"
     """Checkpoint directory or hub id; the default is the embedded SmolLM2-135M-Instruct."""
