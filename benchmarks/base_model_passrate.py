@@ -49,9 +49,9 @@ def pass_rate(args: argparse.Namespace) -> None:
     import torch
 
     from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
-    from microcoder.training.model import load_model_and_tokenizer
-    from microcoder.training.prompts import render_prompt
-    from microcoder.training.tasks import GENERATED_SETS
+    from microcoder.policy.model import load_model_and_tokenizer
+    from microcoder.policy.prompts import render_prompt
+    from microcoder.problem_sets import GENERATED_SETS
 
     torch.manual_seed(args.seed)
     train, held_out = GENERATED_SETS[args.set](args.problem_seed)
@@ -112,9 +112,9 @@ def speed(args: argparse.Namespace) -> None:
     row runs to the limit), then the time of one forward+backward+AdamW step."""
     import torch
 
-    from microcoder.training.model import load_model_and_tokenizer
-    from microcoder.training.prompts import render_prompt
-    from microcoder.training.tasks import default_problems
+    from microcoder.policy.model import load_model_and_tokenizer
+    from microcoder.policy.prompts import render_prompt
+    from microcoder.problem_sets import default_problems
 
     model, tokenizer = load_model_and_tokenizer(args.model)
     prompt = render_prompt(default_problems()[1][0], tokenizer)

@@ -43,7 +43,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from microcoder.data.loaders import Reject, load_problems
+from microcoder.data.loaders import load_problems
+from microcoder.data.records import Reject
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem
 

@@ -92,7 +92,7 @@ def rl_mix(samples: int, tests: int, seed: int = 0, loops: int = 4, slow: int = 
 def reference_derived_limit(evaluator: Evaluator, problem: Problem, reference: str) -> tuple[float, float]:
     """(limit, the reference's slowest test in CPU seconds): the validate stage's rule on
     the reference's CPU time per test, with ValidateConfig's default multiple, floor, cap."""
-    from microcoder.data.pipeline import ValidateConfig
+    from microcoder.data.config import ValidateConfig
     from microcoder.data.validate import time_limit_from_reference
 
     result = evaluator.with_options(record_test_cpu=True).evaluate_code(problem, reference)

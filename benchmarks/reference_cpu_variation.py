@@ -26,7 +26,7 @@ import random
 import time
 from pathlib import Path
 
-from microcoder.data.pipeline import load_config
+from microcoder.data.config import load_build_config
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import read_problems
 
@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=200, help="problems per evaluator call")
     args = parser.parse_args()
 
-    config = load_config(args.config)
+    config = load_build_config(args.config)
     path = config.stage_dir("validate") / "problems.jsonl"
     problems = [p for p in read_problems(path) if p.metadata.get("reference_cpu_s")]
     if not problems:

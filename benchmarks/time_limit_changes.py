@@ -29,7 +29,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from microcoder.data.pipeline import load_config
+from microcoder.data.config import load_build_config
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem, read_problems
 
@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
 
-    config = load_config(args.config)
+    config = load_build_config(args.config)
     corpus_path = config.stage_dir("export") / f"{config.export.name}.jsonl"
     corpus = [p for p in read_problems(corpus_path) if p.metadata.get("time_limit_from") == "reference"]
     by_id = {p.id: p for p in corpus}

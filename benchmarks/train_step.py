@@ -186,8 +186,8 @@ def build(kind: str, args, problems, evaluator, workdir: Path, overrides: list[s
 
     from microcoder.evaluator import Sample
     from microcoder.training.config import grpo_arguments, load_config
-    from microcoder.training.prompts import render_prompt
-    from microcoder.training.trainer import build_trainer, load_model
+    from microcoder.policy.prompts import render_prompt
+    from microcoder.training.run import build_trainer, load_model
 
     config = load_config(args.config, [f"model={args.model}", f"total_steps={args.steps}", "save_every=0",
                                        "eval_every=0", f"run_dir={workdir}", *args.overrides, *overrides])
@@ -378,7 +378,7 @@ def main() -> None:
         problems = tiny_add_problems(16)
     else:
         from microcoder.training.config import load_config
-        from microcoder.training.trainer import load_problem_split
+        from microcoder.training.run import load_problem_split
 
         problems = load_problem_split(load_config(args.config, args.overrides))[0]
     comparisons = {"trl": compare_trl, "generate": compare_generate, "checkpointing": compare_checkpointing,

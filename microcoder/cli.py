@@ -3,6 +3,7 @@ its entry point and calls it; no logic lives here."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Optional
@@ -46,6 +47,7 @@ def evaluate(
     resume: bool = typer.Option(False, "--resume", help="Keep rows already in --out; judge only the rest."),
 ) -> None:
     """Run model-written programs against tests in the sandbox and judge them."""
+    from microcoder.data.loaders import humaneval_reference_samples
     from microcoder.evaluator.command import EvaluateJob, run_evaluate
     from microcoder.evaluator.evaluate import EvaluatorConfig
 
@@ -53,7 +55,7 @@ def evaluate(
     try:
         config = EvaluatorConfig(all_tests=all_tests, **_given(workers=workers, mode=mode, time_limit_s=time_limit,
                                                               time_limit_scale=time_limit_scale, memory_limit_mb=memory_limit))
-        run_evaluate(EvaluateJob(problems, samples, out, resume, config), console)
+        run_evaluate(EvaluateJob(problems, samples, out, resume, config), console, default=humaneval_reference_samples)
     except (ProblemFormatError, ValueError, FileNotFoundError, KeyError) as error:
         _fail(console, error)
 
@@ -63,7 +65,7 @@ def _given(**options) -> dict:
     return {key: value for key, value in options.items() if value is not None}
 
 
-@app.command("eval")
+@app.command("eval-model")
 def eval_model(
     model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
     problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (held-out default problems) [default: default]."),
@@ -78,8 +80,9 @@ def eval_model(
     workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core [default: 0]."),
     backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm [default: auto]."),
 ) -> None:
-    """Sample n responses per problem and report pass@1 overall, by source and by difficulty."""
-    from microcoder.training.evaluation import EvalConfig, run_eval
+    """Sample n responses per problem from a model, judge them, and report pass@1 overall, by
+    source and by difficulty. (`microcoder evaluate` judges samples you already have.)"""
+    from microcoder.policy.evaluation import EvalConfig, run_eval
 
     console = Console()
     try:
@@ -90,6 +93,17 @@ def eval_model(
         run_eval(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         _fail(console, error)
+
+
+EVAL_ALIAS_NOTE = "note: `microcoder eval` is now `microcoder eval-model`; the old name is kept for one release."
+
+
+@app.command("eval", hidden=True, help="`microcoder eval-model` under its old name, kept for one release.")
+@functools.wraps(eval_model)
+def eval_alias(**options) -> None:
+    """`microcoder eval-model` under its old name (hidden; kept for one release)."""
+    typer.echo(EVAL_ALIAS_NOTE, err=True)
+    eval_model(**options)
 
 
 @app.command()
@@ -179,7 +193,7 @@ def train(
 ) -> None:
     """Train a code model with MicroCoder-GRPO, GRPO or DAPO; writes a run directory."""
     from microcoder.training.config import load_config
-    from microcoder.training.trainer import run_training
+    from microcoder.training.run import run_training
 
     console = Console()
     try:

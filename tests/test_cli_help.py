@@ -7,7 +7,7 @@ import pytest
 from typer.main import get_command
 
 from microcoder.cli import app
-from microcoder.training.evaluation import EvalConfig
+from microcoder.policy.evaluation import EvalConfig
 from microcoder.training.probe import ProbeConfig
 
 
@@ -15,7 +15,7 @@ def shown(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-@pytest.mark.parametrize("command, config", [("eval", EvalConfig), ("temperature-probe", ProbeConfig)])
+@pytest.mark.parametrize("command, config", [("eval-model", EvalConfig), ("eval", EvalConfig), ("temperature-probe", ProbeConfig)])
 def test_help_defaults_are_the_configs(command, config):
     defaults = {field.name: field.default for field in dataclasses.fields(config)
                 if field.default is not dataclasses.MISSING and field.default is not None}
@@ -26,6 +26,16 @@ def test_help_defaults_are_the_configs(command, config):
             assert stated.group(1) == shown(defaults[param.name]), param.name
             checked += 1
     assert checked >= 5  # the pattern found the stated defaults
+
+
+def test_the_old_name_eval_is_a_hidden_alias_of_eval_model():
+    from typer.testing import CliRunner
+
+    commands = get_command(app).commands
+    assert commands["eval"].hidden and not commands["eval-model"].hidden
+    assert [param.name for param in commands["eval"].params] == [param.name for param in commands["eval-model"].params]
+    listed = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    assert "eval-model" in listed and " eval " not in listed
 
 
 def test_rendered_help_shows_the_stated_defaults():

@@ -12,7 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from microcoder.data.export import parquet_row_to_problem
-from microcoder.data.pipeline import STAGES, build, load_config, read_stage_problems, run_stage
+from microcoder.data.config import load_build_config
+from microcoder.data.pipeline import build, run_stage
+from microcoder.data.stages import STAGES, read_stage_problems
 from microcoder.problems import read_problems
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
@@ -52,7 +54,7 @@ def write_config(tmp: Path, **overrides) -> Path:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("build")
-    config = load_config(write_config(tmp))
+    config = load_build_config(write_config(tmp))
     logs: list[str] = []
     manifests = build(config, log=logs.append)
     return config, manifests, logs
@@ -163,7 +165,7 @@ def test_hf_saved_dataset_directory_and_missing_source(tmp_path):
     datasets = pytest.importorskip("datasets")
     rows = [json.loads(line) for line in (FIXTURES / "hf_rows.jsonl").read_text().splitlines()]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "saved"))
-    config = load_config(write_config(tmp_path, sources=[{"path": f"hf:{tmp_path / 'saved'}", "name": "saved"},
+    config = load_build_config(write_config(tmp_path, sources=[{"path": f"hf:{tmp_path / 'saved'}", "name": "saved"},
                                                          {"path": str(tmp_path / "missing.jsonl")}]))
     manifest = run_stage(config, "ingest", log=lambda _: None)
     problems = read_problems(config.stage_dir("ingest") / "problems.jsonl")
@@ -192,9 +194,9 @@ def test_cli_single_stage_needs_its_input_and_build_runs(tmp_path):
 
 
 def test_model_pass_rate_with_a_fake_generator_filters_by_band(tmp_path):
-    from microcoder.data.difficulty import difficulty
-    from microcoder.data.pipeline import StageContext
-    from microcoder.training.generation import GeneratedText
+    from microcoder.data.difficulty import filter_by_difficulty
+    from microcoder.data.stages import StageContext
+    from microcoder.policy.generation import GeneratedText
 
     from microcoder.problems import Problem
 
@@ -210,12 +212,12 @@ def test_model_pass_rate_with_a_fake_generator_filters_by_band(tmp_path):
         def generate(self, batch, n, max_new_tokens, seed):
             return [[GeneratedText([], f"```python\n{code}```", False) for code in answers[p.id][:n]] for p in batch]
 
-    config = load_config(write_config(tmp_path, difficulty={"estimate_pass_rate": True, "samples_per_problem": 2,
+    config = load_build_config(write_config(tmp_path, difficulty={"estimate_pass_rate": True, "samples_per_problem": 2,
                                                             "pass_rate_band": [0.01, 0.99]}))
     config.stage_dir("difficulty").mkdir(parents=True)
     context = StageContext(config, generator=FakeGenerator())
     try:
-        out = difficulty(problems, config, context)
+        out = filter_by_difficulty(problems, config, context)
     finally:
         context.close()
     assert [p.id for p in out.problems] == ["extra/anycase"]
@@ -227,7 +229,7 @@ def test_model_pass_rate_with_a_fake_generator_filters_by_band(tmp_path):
 
 
 def test_shipped_shared_config_resolves_against_the_repo_root():
-    config = load_config(REPO / "configs" / "data" / "shared.yaml")
+    config = load_build_config(REPO / "configs" / "data" / "shared.yaml")
     assert Path(config.base_dir) == REPO
     assert config.resolve(config.sources[0].path).resolve() == REPO.parent / "shared" / "data" / "leetcodedataset" / \
         "LeetCodeDataset-v0.3.1-test.jsonl.gz"
@@ -239,16 +241,16 @@ def test_unknown_config_key_names_the_valid_ones(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("sources: []\ndedup: {treshold: 0.5}\n")
     with pytest.raises(ValueError, match="unknown key.*treshold.*valid keys"):
-        load_config(path)
+        load_build_config(path)
 
 
 def test_model_pass_rate_through_a_real_checkpoint(tmp_path):
     """The non-injected path: load_model_and_tokenizer -> render_prompt -> generate ->
     evaluator, on the tiny random model (it solves nothing: every rate is 0)."""
-    from microcoder.training.model import save_tiny_model
+    from microcoder.policy.model import save_tiny_model
 
     model_dir = save_tiny_model(tmp_path / "tiny")
-    config = load_config(write_config(
+    config = load_build_config(write_config(
         tmp_path, sources=[{"path": str(FIXTURES / "hf_rows.jsonl")}], validate={"run_references": False},
         difficulty={"estimate_pass_rate": True, "model": str(model_dir), "samples_per_problem": 2,
                     "max_new_tokens": 8, "pass_rate_band": [0.0, 1.0]}))
@@ -262,7 +264,7 @@ def test_an_interrupted_validate_resumes_from_cached_verdicts(built):
     """Work finished before an interruption is not redone: with its manifest gone (as if
     the stage died before writing it), validate reruns from the verdict cache without
     starting the evaluator, and produces the same output."""
-    from microcoder.data.pipeline import StageContext
+    from microcoder.data.stages import StageContext
 
     config, _, _ = built
     before = (config.stage_dir("validate") / "problems.jsonl").read_text()

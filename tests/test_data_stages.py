@@ -7,8 +7,9 @@ import json
 
 from microcoder.data.decontaminate import ContaminationIndex
 from microcoder.data.dedup import deduplicate, exact_key, jaccard, shingles
-from microcoder.data.difficulty import difficulty, passes_band
-from microcoder.data.pipeline import DedupConfig, PipelineConfig, StageContext
+from microcoder.data.difficulty import filter_by_difficulty, passes_band
+from microcoder.data.config import DedupConfig, PipelineConfig
+from microcoder.data.stages import StageContext
 from microcoder.data.validate import check_tests, first_line_shape, fits_first_line, judge_flags
 from microcoder.problems import Problem
 
@@ -141,13 +142,13 @@ def test_difficulty_date_cutoff_and_band_without_model():
         stdin("undated", "x", [("1", "1")]),
         stdin("solved", "x", [("1", "1")], date="2024-01-01", metadata={"pass_rate": {"rate": 1.0}}),
     ]
-    out = difficulty(problems, config, StageContext(config))
+    out = filter_by_difficulty(problems, config, StageContext(config))
     assert [p.id for p in out.problems] == ["new", "undated"]
     assert out.problems[0].difficulty == "Hard"  # the source's label is kept
     assert {r.id: r.reason for r in out.removals} == {"old": "before date cutoff",
                                                       "solved": "too easy (pass rate above band)"}
     config.difficulty.keep_undated = False
-    out = difficulty(problems, config, StageContext(config))
+    out = filter_by_difficulty(problems, config, StageContext(config))
     assert [p.id for p in out.problems] == ["new"]
 
 
@@ -186,7 +187,7 @@ def test_one_limit_written_three_ways_is_not_a_variant():
 
 def test_hf_spec_and_source_names():
     from microcoder.data.ingest import parse_hf_spec, source_name
-    from microcoder.data.pipeline import SourceConfig
+    from microcoder.data.config import SourceConfig
 
     assert parse_hf_spec("hf:json") == ("json", None)
     assert parse_hf_spec("hf:org/set:test") == ("org/set", "test")
@@ -197,7 +198,7 @@ def test_hf_spec_and_source_names():
 
 def test_a_canonical_source_keeps_good_rows_and_names_each_bad_one(tmp_path):
     from microcoder.data.ingest import load_source
-    from microcoder.data.pipeline import SourceConfig
+    from microcoder.data.config import SourceConfig
 
     good = {"id": "a", "prompt": "p", "kind": "stdin", "tests": [{"input": "1", "output": "1"}]}
     lines = [json.dumps(good), "{not json", json.dumps(good), json.dumps(dict(good, id="b", kind="neither"))]
@@ -212,7 +213,7 @@ def test_a_canonical_source_keeps_good_rows_and_names_each_bad_one(tmp_path):
 
 def test_a_canonical_source_may_be_one_json_list(tmp_path):
     from microcoder.data.ingest import load_source
-    from microcoder.data.pipeline import SourceConfig
+    from microcoder.data.config import SourceConfig
 
     good = {"id": "a", "prompt": "p", "kind": "stdin", "tests": [{"input": "1", "output": "1"}]}
     path = tmp_path / "mine.json"

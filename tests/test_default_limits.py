@@ -33,7 +33,7 @@ def test_evaluate_without_limit_options_uses_the_evaluator_defaults(monkeypatch,
     from microcoder.cli import app
 
     seen = {}
-    monkeypatch.setattr(command, "run_evaluate", lambda job, console: seen.setdefault("config", job.evaluator))
+    monkeypatch.setattr(command, "run_evaluate", lambda job, console, default=None: seen.setdefault("config", job.evaluator))
     result = CliRunner().invoke(app, ["evaluate", "--out", str(tmp_path / "results.jsonl")])
     assert result.exit_code == 0, result.output
     assert seen["config"] == EvaluatorConfig()

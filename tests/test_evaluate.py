@@ -234,3 +234,41 @@ def test_the_evaluator_does_not_import_torch():
 
     code = "import sys, microcoder.evaluator, microcoder.cli; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_without_problems_the_command_judges_the_default_its_caller_passes(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from microcoder.evaluator.command import EvaluateJob, run_evaluate
+
+    def add_reference(evaluator):
+        assert isinstance(evaluator, Evaluator)  # the job's own, already started
+        return [ADD], [Sample("add", code="a, b = map(int, input().split())\nprint(a + b)")]
+
+    quiet = Console(file=io.StringIO())
+    job = EvaluateJob(out=tmp_path / "results.jsonl", evaluator=EvaluatorConfig(workers=1))
+    summary = run_evaluate(job, quiet, default=add_reference)
+    assert summary["verdicts"] == {"accepted": 1} and summary["problems"] == 1
+    with pytest.raises(ValueError, match="--problems is required"):
+        run_evaluate(job, quiet)
+
+
+def test_microcoder_evaluate_without_problems_judges_humaneval_from_the_data_loaders(tmp_path, monkeypatch):
+    # The evaluator never imports the data room: the command line hands it the default.
+    # (The real default converts HumanEval in the sandbox: 17 s; a stand-in shows the wiring.)
+    from typer.testing import CliRunner
+
+    from microcoder import cli
+    from microcoder.data import loaders
+
+    def humaneval_stand_in(evaluator):
+        return [ADD], [Sample("add", code="a, b = map(int, input().split())\nprint(a + b)")]
+
+    monkeypatch.setattr(loaders, "humaneval_reference_samples", humaneval_stand_in)
+    out = tmp_path / "results.jsonl"
+    result = CliRunner().invoke(cli.app, ["evaluate", "--workers", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "HumanEval's canonical solutions" in result.output
+    assert [json.loads(line)["problem_id"] for line in out.read_text().splitlines()] == ["add"]

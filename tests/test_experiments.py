@@ -17,7 +17,7 @@ import yaml
 from microcoder.experiments.report import NUMBERS_BEGIN, report_all
 from microcoder.experiments.runner import run_experiment, run_state
 from microcoder.experiments.spec import load_spec
-from microcoder.training.trainer import run_training
+from microcoder.training.run import run_training
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
 SPEC = Path(__file__).parent / "fixtures" / "experiments" / "tiny.yaml"

@@ -205,7 +205,8 @@ def trainer_advantages(rows, rho, generator):
     """`MicroCoderTrainer.compute_advantages` itself, on one process, with the facts it reads."""
     pytest.importorskip("trl", reason="the TRL trainer is not installed (verl's environment has no train extra)")
     from microcoder.training.config import TrainConfig
-    from microcoder.training.trainer import MicroCoderTrainer, ScoredBatch
+    from microcoder.training.reward import ScoredBatch
+    from microcoder.training.trainer import MicroCoderTrainer
 
     class OneProcess:
         process_index, num_processes, device = 0, 1, "cpu"

@@ -9,7 +9,7 @@ pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (th
 from microcoder.integrations.verl import reward  # noqa: E402
 from microcoder.integrations.verl.data import main  # noqa: E402
 from microcoder.problems import read_problems  # noqa: E402
-from microcoder.training.prompts import build_messages  # noqa: E402
+from microcoder.policy.prompts import build_messages  # noqa: E402
 from tests.helpers import call_problem, stdin_problem  # noqa: E402
 
 

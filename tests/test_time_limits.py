@@ -10,8 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from microcoder.data.pipeline import (PipelineConfig, SourceConfig, StageContext, ValidateConfig, load_config,
-                                      read_manifest, run_stage)
+from microcoder.data.config import PipelineConfig, SourceConfig, ValidateConfig, load_build_config
+from microcoder.data.pipeline import run_stage
+from microcoder.data.stages import StageContext, read_manifest
 from microcoder.data.validate import time_limit_from_reference
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.evaluator.evaluate import read_problems_checked, time_limit_error
@@ -63,7 +64,7 @@ def test_bad_limit_in_a_data_config_names_the_key(tmp_path):
     path = tmp_path / "data.yaml"
     path.write_text(yaml.safe_dump({"sources": [], "validate": {"time_limit_multiple": 0}}))
     with pytest.raises(ValueError, match="validate.time_limit_multiple"):
-        load_config(path)
+        load_build_config(path)
 
 
 # ------------------------------------------------------------------- the evaluator
@@ -255,7 +256,7 @@ def test_a_canonical_source_row_with_a_bad_limit_is_a_reject_naming_it(tmp_path)
 
 
 def test_a_stage_file_row_with_a_bad_limit_is_a_reject_naming_it(tmp_path):
-    from microcoder.data.pipeline import read_stage_problems
+    from microcoder.data.stages import read_stage_problems
 
     path = tmp_path / "problems.jsonl"
     path.write_text(ADD.model_dump_json() + "\n"

@@ -13,8 +13,8 @@ import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
 from microcoder.problems import Problem
-from microcoder.training import generation, prompts
-from microcoder.training.generation import GeneratedText
+from microcoder.policy import generation, prompts
+from microcoder.policy.generation import GeneratedText
 from microcoder.training.trainer import MicroCoderTrainer
 from tests.training_support import add_problem
 
@@ -117,7 +117,7 @@ def test_a_run_logs_the_long_heldout_before_the_first_step_and_after_the_last_on
     from pathlib import Path
 
     from microcoder.training.config import load_config
-    from microcoder.training.trainer import run_training
+    from microcoder.training.run import run_training
     from tests.training_support import ScriptedEvaluator, tiny_problems
 
     preset = Path(__file__).parents[1] / "configs" / "microcoder-tiny.yaml"

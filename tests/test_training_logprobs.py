@@ -8,7 +8,7 @@ import torch
 
 from microcoder.algorithms import token_logprobs
 from microcoder.training.config import load_config
-from microcoder.training.trainer import build_trainer
+from microcoder.training.run import build_trainer
 from tests.test_training_presets import CONFIGS
 from tests.training_support import ScriptedEvaluator, tiny_problems
 

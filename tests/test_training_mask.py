@@ -9,7 +9,8 @@ import torch
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
 from microcoder.training.config import load_config
-from microcoder.training.trainer import ScoredBatch, build_trainer
+from microcoder.training.reward import ScoredBatch
+from microcoder.training.run import build_trainer
 from tests.training_support import add_problem, tiny_problems
 
 from tests.test_training_presets import CONFIGS

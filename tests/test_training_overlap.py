@@ -18,8 +18,9 @@ import pytest
 import torch
 
 from microcoder.training.config import load_config
-from microcoder.training.model import tiny_model_and_tokenizer
-from microcoder.training.trainer import EvaluatorReward, build_trainer, chunk_bounds
+from microcoder.policy.model import tiny_model_and_tokenizer
+from microcoder.training.reward import EvaluatorReward, chunk_bounds
+from microcoder.training.run import build_trainer
 from tests.test_training_presets import CONFIGS
 from tests.training_support import ScriptedEvaluator, add_problem, tiny_problems
 

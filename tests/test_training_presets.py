@@ -14,8 +14,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from microcoder.training.config import load_config
-from microcoder.training.model import tiny_model_and_tokenizer
-from microcoder.training.trainer import METRICS_FILE, run_training
+from microcoder.policy.model import tiny_model_and_tokenizer
+from microcoder.training.plots import METRICS_FILE
+from microcoder.training.run import run_training
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

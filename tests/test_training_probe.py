@@ -90,7 +90,7 @@ def test_target_from_run_is_the_mean_of_the_last_quarter(tmp_path):
 
 
 def test_probe_with_the_tiny_model_reports_every_temperature():
-    from microcoder.training.model import tiny_model_and_tokenizer
+    from microcoder.policy.model import tiny_model_and_tokenizer
 
     model, tokenizer = tiny_model_and_tokenizer(seed=0)
     problems = [call_problem([("1", "2")], entry_point="inc", problem_id=f"p{i}", starter_code="def inc(x):")
@@ -208,7 +208,7 @@ def test_probe_command_writes_the_report_and_fails_without_a_choice(tmp_path):
 
     from microcoder.cli import app
     from microcoder.problems import write_problems
-    from microcoder.training.model import save_tiny_model
+    from microcoder.policy.model import save_tiny_model
 
     model_dir = save_tiny_model(tmp_path / "tiny")
     write_problems(tmp_path / "problems.jsonl", [call_problem([("1", "2")], entry_point="inc", problem_id=f"p{i}")

@@ -15,8 +15,8 @@ import torch
 from trl import GRPOConfig
 
 from microcoder.training.config import TrainConfig, grpo_arguments, load_config
-from microcoder.training.model import tiny_model_and_tokenizer
-from microcoder.training.trainer import build_trainer, freeze_below_top_layers
+from microcoder.policy.model import tiny_model_and_tokenizer
+from microcoder.training.run import build_trainer, freeze_below_top_layers
 from tests.test_training_presets import CONFIGS
 from tests.training_support import ScriptedEvaluator, tiny_problems
 

@@ -6,7 +6,7 @@ import pytest
 from microcoder.evaluator import Sample
 from microcoder.problems import Problem
 from microcoder.training.config import load_config
-from microcoder.training.trainer import build_trainer
+from microcoder.training.run import build_trainer
 from tests.test_training_presets import CONFIGS
 
 # Burns 0.5 s of CPU, then answers: over a 0.25 s limit, within 4 x 0.25 s.

@@ -16,7 +16,7 @@ import torch
 from trl import GRPOConfig
 
 from microcoder.training.config import grpo_arguments, load_config
-from microcoder.training.trainer import build_trainer
+from microcoder.training.run import build_trainer
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
 PRESET = Path(__file__).parents[1] / "configs" / "microcoder-tiny.yaml"

@@ -1,1 +1,10 @@
-"""Loaders that turn public problem sets into the canonical format, and the data pipeline."""
+"""Data: public problem sets turned into the canonical format, and the pipeline that builds a corpus.
+
+    formats.py      the source formats, each with its licence and how its tests are given
+    records.py      a source file's rows on their way to `Problem`s (`Row`, `Reject`)
+    loaders.py      one file -> problems (`microcoder data convert`); assert_tests.py
+                    records assert-style tests in the sandbox
+    config.py       the pipeline's config; stages.py what every stage shares (records,
+                    context, files, manifests); pipeline.py runs the stages in order
+    ingest.py, validate.py, dedup.py, decontaminate.py, difficulty.py, export.py: one stage each
+"""

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from microcoder.data.literals import NotRepresentable
+from microcoder.data.records import Row, RowRejected, base_metadata
 from microcoder.problems import DEFAULT_CALL_PRELUDE, Checker, Problem, TestCase
-
-if TYPE_CHECKING:
-    from microcoder.data.loaders import RowRejected, _Row
 
 HARNESS_TIME_LIMIT_S = 30.0
 """CPU seconds for one problem's whole recording run (all its asserts)."""
@@ -214,7 +212,7 @@ class AssertSpec:
         )
 
 
-def humaneval_spec(item: _Row, source: str) -> AssertSpec:
+def humaneval_spec(item: Row, source: str) -> AssertSpec:
     """HumanEval and HumanEvalPack records -> AssertSpec (raises RowRejected)."""
     task_id = item.require("task_id")
     prompt = item.require("prompt")
@@ -232,10 +230,7 @@ def humaneval_spec(item: _Row, source: str) -> AssertSpec:
         raise item.reject("canonical_solution", f"prompt + solution does not parse: {error.msg}", "unparseable code") from None
     if entry not in _defined_functions(reference):
         raise item.reject("entry_point", f"{entry!r} is not defined by prompt + canonical_solution", "missing entry point")
-    from microcoder.data.loaders import LICENCES, _base_metadata
-
-    metadata = _base_metadata(item, source, task_id)
-    metadata["licence"] = LICENCES[source]
+    metadata = base_metadata(item, source, task_id)
     metadata["reference_solution"] = reference
     if source == "humanevalpack":
         buggy = item.require("buggy_solution")
@@ -264,7 +259,7 @@ def humaneval_spec(item: _Row, source: str) -> AssertSpec:
     return AssertSpec(fields, entry, reference, [test_code], check_call=True)
 
 
-def mbpp_spec(item: _Row) -> AssertSpec:
+def mbpp_spec(item: Row) -> AssertSpec:
     task_id = item.require("task_id", (int, str))
     text = item.require("text")
     code = item.require("code").replace("\r\n", "\n")
@@ -284,10 +279,7 @@ def mbpp_spec(item: _Row) -> AssertSpec:
     entry = next((name for name in called if name in defined), None)
     if entry is None:
         raise item.reject("test_list", "the asserts call no function the reference code defines", "missing entry point")
-    from microcoder.data.loaders import LICENCES, _base_metadata
-
-    metadata = _base_metadata(item, "mbpp", task_id)
-    metadata["licence"] = LICENCES["mbpp"]
+    metadata = base_metadata(item, "mbpp", task_id)
     metadata["reference_solution"] = code
     tests = [a for a in asserts] + [a for a in challenge if isinstance(a, str)]
     if _property_checked(tests, entry, {entry}):
@@ -306,7 +298,7 @@ def mbpp_spec(item: _Row) -> AssertSpec:
     return AssertSpec(fields, entry, reference, tests, check_call=False)
 
 
-def parse_recording(item: _Row, spec: AssertSpec, stdout: str) -> Problem:
+def parse_recording(item: Row, spec: AssertSpec, stdout: str) -> Problem:
     """Build the Problem from the harness's output lines (raises RowRejected)."""
     records, done = [], None
     for line in stdout.splitlines():
@@ -345,10 +337,8 @@ def parse_recording(item: _Row, spec: AssertSpec, stdout: str) -> Problem:
     return item.finish(fields, tests)
 
 
-def convert_assert_rows(format: str, rows: list[_Row], sandbox: Any = None, workers: int = 2) -> list[Problem | RowRejected]:
+def convert_assert_rows(format: str, rows: list[Row], sandbox: Any = None, workers: int = 2) -> list[Problem | RowRejected]:
     """Record every row's asserts in the sandbox; returns a Problem or RowRejected per row."""
-    from microcoder.data.loaders import RowRejected
-
     results: list[Problem | RowRejected | None] = []
     jobs: list[tuple[int, AssertSpec]] = []
     for index, item in enumerate(rows):

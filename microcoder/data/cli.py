@@ -57,10 +57,10 @@ _CONFIG_HELP = "Pipeline config (YAML), e.g. configs/data/shared.yaml."
 
 
 def _load_pipeline_config(config: Path, no_progress: bool):
-    from microcoder.data.pipeline import load_config
+    from microcoder.data.config import load_build_config
 
     try:
-        loaded = load_config(config)
+        loaded = load_build_config(config)
     except (OSError, ValueError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None

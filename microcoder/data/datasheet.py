@@ -11,7 +11,8 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from microcoder.data.pipeline import STAGES, PipelineConfig, read_json_lines, read_manifest
+from microcoder.data.config import PipelineConfig
+from microcoder.data.stages import STAGES, read_json_lines, read_manifest
 from microcoder.problems import Problem
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from microcoder.data.dedup import normalise_statement, normalised_tests
-from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput
+from microcoder.data.config import PipelineConfig
+from microcoder.data.stages import Removal, StageContext, StageOutput
 from microcoder.problems import Problem
 
 
@@ -82,7 +83,7 @@ class ContaminationIndex:
         return None
 
 
-def decontaminate(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def remove_contaminated(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
     from microcoder.data.ingest import ingest_source_cached, source_name
 
     settings = config.decontaminate

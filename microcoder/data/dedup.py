@@ -31,7 +31,8 @@ import json
 import re
 import unicodedata
 
-from microcoder.data.pipeline import DedupConfig, Removal, StageContext, StageOutput
+from microcoder.data.config import DedupConfig
+from microcoder.data.stages import Removal, StageContext, StageOutput
 from microcoder.problems import Problem
 
 _WORD = re.compile(r"[a-z0-9]+")

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from microcoder.data.pipeline import PipelineConfig, Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.data.config import PipelineConfig
+from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.problems import Problem
 
 
@@ -32,7 +33,7 @@ def passes_band(rate: float, band: list[float]) -> str | None:
     return None
 
 
-def difficulty(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def filter_by_difficulty(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
     settings = config.difficulty
     if len(settings.pass_rate_band) != 2 or settings.pass_rate_band[0] > settings.pass_rate_band[1]:
         raise ValueError(f"difficulty.pass_rate_band must be [low, high], got {settings.pass_rate_band}")
@@ -100,8 +101,8 @@ def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, contex
 
 
 def _model_generator(config: PipelineConfig):
-    from microcoder.training.evaluation import ModelGenerator
-    from microcoder.training.model import DEFAULT_MODEL, load_model_and_tokenizer
+    from microcoder.policy.generation import ModelGenerator
+    from microcoder.policy.model import DEFAULT_MODEL, load_model_and_tokenizer
 
     settings = config.difficulty
     name = DEFAULT_MODEL if settings.model == "default" else settings.model

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from microcoder.data.pipeline import PipelineConfig, StageContext, StageOutput, read_json_lines, write_lines_atomic
+from microcoder.data.config import PipelineConfig
+from microcoder.data.stages import StageContext, StageOutput, read_json_lines, write_lines_atomic
 from microcoder.problems import Problem
 
 
@@ -57,9 +58,9 @@ def write_parquet(path: Path, problems: list[Problem]) -> None:
     temporary.replace(path)
 
 
-def export(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def export_corpus(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
     from microcoder.data.datasheet import write_datasheet
-    from microcoder.data.pipeline import STAGES
+    from microcoder.data.stages import STAGES
 
     out_dir = config.stage_dir("export")
     name = config.export.name

@@ -22,10 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from microcoder.data.loaders import ASSERT_FORMATS, LICENCES, Reject, detect_format, load_problems
-from microcoder.data.pipeline import (
-    PipelineConfig,
-    SourceConfig,
+from microcoder.data.config import PipelineConfig, SourceConfig
+from microcoder.data.formats import ASSERT_FORMATS, licence_of
+from microcoder.data.loaders import detect_format, load_problems
+from microcoder.data.records import Reject, read_records
+from microcoder.data.stages import (
     StageContext,
     StageOutput,
     file_hash,
@@ -126,9 +127,7 @@ def _decode_json_columns(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _first_record(path: Path) -> Any:
-    from microcoder.data.loaders import _read_records
-
-    return next((record for _, record, _ in _read_records(path) if record is not None), None)
+    return next((record for _, record, _ in read_records(path) if record is not None), None)
 
 
 def load_source(config: PipelineConfig, source: SourceConfig, context: StageContext) -> tuple[list[Problem], list[Reject]]:
@@ -156,7 +155,7 @@ def load_source(config: PipelineConfig, source: SourceConfig, context: StageCont
         metadata = problem.metadata
         metadata["pipeline_source"] = name
         metadata["source_path"] = display
-        metadata.setdefault("licence", source.licence or LICENCES.get(problem.source, "unknown"))
+        metadata.setdefault("licence", source.licence or licence_of(problem.source))
         if source.path.startswith("hf:"):
             metadata["source_file"] = display
     return problems, rejects
@@ -166,8 +165,6 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
     format = source.format
     first = _first_record(path)
     if format == "canonical" or (format == "auto" and isinstance(first, dict) and CANONICAL_FIELDS <= set(first)):
-        from microcoder.data.loaders import _read_records
-
         rejects: list[Reject] = []
 
         def on_error(error: ProblemFormatError) -> None:
@@ -176,7 +173,7 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
             rejects.append(Reject(str(path), error.row, error.field, reason, str(error), None))
 
         rows = []
-        for row, record, error in _read_records(path):  # JSONL, or one JSON list
+        for row, record, error in read_records(path):  # JSONL, or one JSON list
             if error is not None:
                 on_error(ProblemFormatError(path, row, "(json)", error))
             else:
@@ -216,7 +213,7 @@ def ingest_source_cached(config: PipelineConfig, source: SourceConfig, context: 
     return problems, rejects, False
 
 
-def ingest(config: PipelineConfig, context: StageContext) -> StageOutput:
+def ingest_sources(config: PipelineConfig, context: StageContext) -> StageOutput:
     cache_dir = config.stage_dir("ingest") / "sources"
     names = [source_name(source) for source in config.sources]
     repeated = sorted({name for name in names if names.count(name) > 1})

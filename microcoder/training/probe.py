@@ -205,7 +205,7 @@ class ProbeReport:
 
 def probe_problems(spec: str, num_prompts: int, seed: int, problems_seed: int = 0) -> list:
     """A seeded sample of `num_prompts` problems from a JSONL file or the default training split."""
-    from microcoder.training.tasks import named_problems
+    from microcoder.problem_sets import named_problems
 
     problems = named_problems(spec, "train", problems_seed)
     if not problems:
@@ -244,13 +244,13 @@ def measure_diversity(config: ProbeConfig, console: Console, model=None, tokeniz
     `config` must have its defaults resolved. `model`/`tokenizer` and `problems` default to
     those the config names (tests inject them)."""
     from microcoder.algorithms.diversity import batch_diversity
-    from microcoder.training.generation import generate
-    from microcoder.training.prompts import render_prompt
+    from microcoder.policy.generation import generate
+    from microcoder.policy.prompts import render_prompt
 
     problems = list(problems) if problems is not None else probe_problems(config.problems, config.num_prompts,
                                                                            config.seed, config.problems_seed)
     if model is None or tokenizer is None:
-        from microcoder.training.model import load_model_and_tokenizer
+        from microcoder.policy.model import load_model_and_tokenizer
 
         model, tokenizer = load_model_and_tokenizer(config.model)
     prompts = [render_prompt(problem, tokenizer) for problem in problems]

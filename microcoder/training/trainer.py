@@ -30,6 +30,8 @@ With one update per rollout the ratio is exactly 1 and clipping never acts.
 
 Steps 1-4 are `MicroCoderTrainer._generate_and_score_completions`, step 5 its
 `_compute_loss`, step 6 `_finish_step` (called after the step's last optimizer update).
+The reward is `reward.py`; the run around the trainer (run directory, model, problems,
+resume, summary) is `run.py`; the metrics line and its console line are `metrics.py`.
 
 What TRL 1.16.0 does that we undo or avoid (measured, see issue 3):
 - The fused LM head captures the temperature in a closure when the trainer is built, so
@@ -65,16 +67,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import random
-import secrets
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import torch
@@ -91,164 +87,18 @@ from microcoder.algorithms import (
     is_truncated,
     kl_estimate,
     non_incorrect,
-    overlong_penalty,
     truncation_mask,
 )
 from microcoder.algorithms.masking import TruncationMask
-from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
+from microcoder.evaluator import Sample, summarize
 from microcoder.problems import Problem
-from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
+from microcoder.training.config import TrainConfig
+from microcoder.training.metrics import METRIC_KEYS, console_line
 from microcoder.training.plots import METRICS_FILE
+from microcoder.training.reward import EvaluatorReward, ScoredBatch, chunk_bounds, concat_scored
 from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
 
 STATE_FILE = "microcoder_state.json"
-TINY_MODEL_DIR = "tiny_model"
-"""Where a run of model "tiny" keeps it: TRL rebuilds the reference model from the policy's path."""
-# The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps
-# ("heldout_accuracy_long" too when heldout_long_factor is set) and "kl" only when beta > 0.
-# The step-0 line (before training) holds step and the held-out accuracies.
-# Every preset logs the same keys (see docs/training.md, "Metrics").
-METRIC_KEYS = (
-    "step", "reward_mean", "accuracy_mean", "heldout_accuracy", "heldout_accuracy_long", "response_length_mean", "response_length_max",
-    "fraction_truncated", "fraction_qualifying", "fraction_masked", "fraction_unscorable",
-    "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
-    "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "temperature",
-    "seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second", "loss",
-)
-
-
-# ---- score -------------------------------------------------------------------------------
-
-@dataclass
-class ScoredBatch:
-    """What the reward saw and decided for the process-local responses of one rollout.
-
-    TRL calls the reward on the process-local samples, in the same order as the local slice
-    of the advantages, so index i here is row i of the local batch.
-    """
-
-    verdicts: list[str]
-    correct: list[float]
-    """The evaluator's 0/1 reward (accepted or not); NaN for an unscorable response (judge_error)."""
-    rewards: list[float]
-    """correct plus the overlong penalty when enabled: what the advantages are computed from; NaN when unscorable."""
-    completion_ids: list[list[int]]
-    seconds: float
-    """The Evaluator's judging time, summed over the chunks (with reward_overlap, partly while sampling went on)."""
-    seconds_visible: float = 0.0
-    """What the rollout waited for the rewards: the reward call, from TRL's asking to the last verdict."""
-
-    def take(self, rows: Sequence[int]) -> ScoredBatch:
-        """The rows `rows` of this batch, in that order (seconds: the whole batch's)."""
-        return ScoredBatch([self.verdicts[i] for i in rows], [self.correct[i] for i in rows],
-                           [self.rewards[i] for i in rows], [self.completion_ids[i] for i in rows], self.seconds,
-                           self.seconds_visible)
-
-
-def concat_scored(parts: Sequence[ScoredBatch], seconds: float, seconds_visible: float) -> ScoredBatch:
-    """One ScoredBatch of several, rows in order; `seconds` / `seconds_visible`: the judging / waiting time of all."""
-    return ScoredBatch([v for part in parts for v in part.verdicts], [v for part in parts for v in part.correct],
-                       [v for part in parts for v in part.rewards],
-                       [v for part in parts for v in part.completion_ids], seconds, seconds_visible)
-
-
-def chunk_bounds(rows: int, chunks: int) -> list[tuple[int, int]]:
-    """[start, end) of `chunks` near-equal consecutive slices of `rows` rows (empty ones left out)."""
-    bounds = [(index * rows // chunks, (index + 1) * rows // chunks) for index in range(chunks)]
-    return [(start, end) for start, end in bounds if end > start]
-
-
-class EvaluatorReward:
-    """TRL reward function: judge each response's program with the Evaluator.
-
-    Called by TRL as reward(prompts=, completions=, completion_ids=, problem_id=, ...) with
-    the process-local samples; returns one float per sample and keeps the verdicts in
-    `last` for the advantage step. A judge_error (a broken problem or a sandbox fault,
-    never the model's doing) is unscorable: None, which TRL leaves out of the group
-    baseline with advantage 0, as `group_advantages` does with the NaN kept in `last`.
-
-    Early judging (`overlap`): the trainer calls `begin_round` with the rows' problems
-    before sampling and `judge_early` with each chunk of responses as soon as it is
-    sampled; the chunk is judged in one background thread (the programs run in the
-    sandbox's worker processes) while the trainer samples the next chunk and computes
-    the log-probs. The reward call then only waits for what is left. A row whose text
-    TRL hands over differs from the one judged early is judged again in the call, so
-    the verdicts are those of judging after, whatever the timing.
-    """
-
-    __name__ = "evaluator"  # TRL names reward functions by __name__
-
-    def __init__(self, evaluator: Evaluator, problems: Sequence[Problem], max_new_tokens: int,
-                 overlong_cache_length: int = 0, overlong_penalty_factor: float = 1.0, overlap: bool = False):
-        self.evaluator = evaluator
-        self.problems = {problem.id: problem for problem in problems}
-        self.max_new_tokens = max_new_tokens
-        self.overlong_cache_length = overlong_cache_length
-        self.overlong_penalty_factor = overlong_penalty_factor
-        self.overlap = overlap
-        self.last: ScoredBatch | None = None
-        self._round_problem_ids: list[str] | None = None
-        self._early: list[tuple[int, list[str], Future]] = []  # (first row, texts, future of (results, seconds))
-        self._judge_thread: ThreadPoolExecutor | None = None
-
-    def begin_round(self, problem_ids: Sequence[str]) -> None:
-        """A rollout round is about to be sampled; `problem_ids`: its rows', in TRL's row order."""
-        self._round_problem_ids = list(problem_ids)
-        self._early = []
-
-    def judge_early(self, first_row: int, texts: list[str]) -> None:
-        """Start judging rows first_row.. of the round (decoded responses) in the background; no-op without overlap."""
-        if not self.overlap or self._round_problem_ids is None:
-            return
-        problem_ids = self._round_problem_ids[first_row:first_row + len(texts)]
-        if len(problem_ids) != len(texts):  # rows that do not line up with the round's: judged in the call
-            return
-        samples = [Sample(pid, response=text) for pid, text in zip(problem_ids, texts)]
-        if self._judge_thread is None:  # one thread: chunks are judged in order, one Evaluator call at a time
-            self._judge_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="microcoder-judge")
-        self._early.append((first_row, texts, self._judge_thread.submit(self._judge, samples)))
-
-    def _judge(self, samples: list[Sample]) -> tuple[list[EvaluationResult], float]:
-        start = time.perf_counter()
-        results = self.evaluator.evaluate(self.problems, samples)
-        return results, time.perf_counter() - start
-
-    def close(self) -> None:
-        """Stop the judging thread (after waiting for it) and close the Evaluator."""
-        if self._judge_thread is not None:
-            self._judge_thread.shutdown(wait=True)
-            self._judge_thread = None
-        self.evaluator.close()
-
-    def __call__(self, prompts, completions, completion_ids, problem_id, **_) -> list[float | None]:
-        start = time.perf_counter()
-        results: list[EvaluationResult | None] = [None] * len(completions)
-        judging = 0.0
-        early, self._early, self._round_problem_ids = self._early, [], None
-        for first_row, texts, future in early:
-            chunk, seconds = future.result()
-            judging += seconds
-            for row, text, result in zip(range(first_row, first_row + len(texts)), texts, chunk):
-                if row < len(completions) and completions[row] == text and problem_id[row] == result.problem_id:
-                    results[row] = result
-        late = [row for row, result in enumerate(results) if result is None]  # all of them without overlap
-        if late:
-            judged, seconds = self._judge([Sample(problem_id[row], response=completions[row]) for row in late])
-            judging += seconds
-            for row, result in zip(late, judged, strict=True):
-                results[row] = result
-        verdicts = [result.verdict for result in results]
-        correct = [math.nan if verdict == "judge_error" else float(result.reward)
-                   for verdict, result in zip(verdicts, results)]
-        rewards = list(correct)
-        if self.overlong_cache_length:
-            lengths = torch.tensor([len(ids) for ids in completion_ids])
-            penalty = overlong_penalty(lengths, self.max_new_tokens, self.overlong_cache_length,
-                                       self.overlong_penalty_factor)
-            rewards = [r + float(p) for r, p in zip(rewards, penalty)]  # NaN stays NaN
-        self.last = ScoredBatch(verdicts, correct, rewards, [list(ids) for ids in completion_ids], judging,
-                                time.perf_counter() - start)
-        return [None if math.isnan(reward) else reward for reward in rewards]
 
 
 # ---- DAPO's refill: rows of several rollouts as one ---------------------------------------
@@ -648,8 +498,8 @@ class MicroCoderTrainer(GRPOTrainer):
         """pass@1 on the held-out problems: greedy, or `heldout_samples` samples at
         heldout_temperature, judged robustly whatever judge the reward uses. NaN when
         every sample is a judge_error (nothing was measured: not an accuracy of 0)."""
-        from microcoder.training.generation import generate
-        from microcoder.training.prompts import render_prompt
+        from microcoder.policy.generation import generate
+        from microcoder.policy.prompts import render_prompt
 
         model = self.accelerator.unwrap_model(self.model)
         tokenizer = self.processing_class
@@ -712,270 +562,3 @@ class _StepEnd(TrainerCallback):
             if state.global_step >= state.max_steps:
                 control.should_save = True
         return control
-
-
-def console_line(record: dict, total_steps: int) -> str:
-    """One compact line per step."""
-    if "reward_mean" not in record:  # the step-0 line: held-out accuracy only
-        return f"step {record['step']:>3}/{total_steps}  held-out accuracy {_heldout_text(record)}"
-    parts = [
-        f"step {record['step']:>3}/{total_steps}",
-        f"T {record['temperature']:.2f}",
-        f"reward {record['reward_mean']:.3f}",
-        f"acc {record['accuracy_mean']:.3f}",
-        f"len {record['response_length_mean']:.0f}/{record['response_length_max']}",
-        f"trunc {record['fraction_truncated']:.2f}",
-        f"masked {record['fraction_masked']:.2f}",
-        f"groups {record['groups_kept']}/{record['groups_generated']}",
-        f"div {record['diversity']:.2f}",
-        f"H {record.get('entropy', float('nan')):.2f}",
-        f"|r-1| {record.get('ratio_deviation', float('nan')):.4f}",
-        f"clip {record.get('clip_fraction_low', float('nan')):.3f}/{record.get('clip_fraction_high', float('nan')):.3f}",
-    ]
-    if "kl" in record:
-        parts.append(f"kl {record['kl']:.4f}")
-    parts += [
-        f"loss {record.get('loss', float('nan')):+.4f}",
-        f"{record['seconds_rollout']:.1f}+{record['seconds_reward_visible']:.1f}+{record['seconds_update']:.1f}s",
-        f"{record['tokens_per_second']:.0f} tok/s",
-    ]
-    if "heldout_accuracy" in record:
-        parts.append(f"held-out {_heldout_text(record)}")
-    return "  ".join(parts)
-
-
-def _heldout_text(record: dict) -> str:
-    text = f"{record['heldout_accuracy']:.3f}"
-    if "heldout_accuracy_long" in record:
-        text += f" (long {record['heldout_accuracy_long']:.3f})"
-    return text
-
-
-# ---- the entry point ------------------------------------------------------------------------------
-
-def load_model(config: TrainConfig, run_dir: Path):
-    """(model, tokenizer) named by config.model: "tiny", the default id, or a path.
-
-    "tiny" is written to run_dir/tiny_model first and loaded from there, so that the model
-    has a path: TRL rebuilds the reference model (beta > 0) from the policy's path.
-    """
-    from microcoder.training.model import load_model_and_tokenizer, save_tiny_model
-
-    name = config.model
-    if name == "tiny":
-        name = str(save_tiny_model(run_dir / TINY_MODEL_DIR, config.seed))  # kept when already there
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[config.dtype]
-    model, tokenizer = load_model_and_tokenizer(name, dtype)
-    model.train()
-    if config.train_top_layers is not None:
-        freeze_below_top_layers(model, config.train_top_layers)
-    return model, tokenizer
-
-
-def freeze_below_top_layers(model, count: int) -> None:
-    """Only the top `count` decoder layers and the final norm keep requires_grad.
-
-    On a CPU the update dominates a step (backward ~2x forward through every layer); with
-    the lower layers and the (tied) embeddings frozen, backward stops `count` layers down.
-    Our choice for the CPU default; the paper fine-tunes the whole model.
-    """
-    layers = model.model.layers
-    if count > len(layers):
-        raise ValueError(f"train_top_layers: {count} > the model's {len(layers)} layers")
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-    for module in [*layers[len(layers) - count:], model.model.norm]:
-        for parameter in module.parameters():
-            parameter.requires_grad_(True)
-
-
-def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem]]:
-    """(train, held-out) problems named by config.problems / heldout_problems / heldout_size."""
-    from microcoder.training.tasks import GENERATED_SETS, named_problems
-
-    generated = config.problems in GENERATED_SETS  # a set with its own held-out split
-    if generated:
-        train, heldout = GENERATED_SETS[config.problems](config.seed)
-        heldout = heldout[: config.heldout_size]
-    else:
-        train, heldout = named_problems(config.problems, "train", config.seed), []
-    if config.heldout_problems is not None:
-        heldout = named_problems(config.heldout_problems, "heldout", config.seed)
-    elif not generated:
-        shuffled = list(train)
-        random.Random(config.seed).shuffle(shuffled)
-        heldout, train = shuffled[: config.heldout_size], shuffled[config.heldout_size:]
-    if config.train_difficulties is not None:
-        train = [problem for problem in train if problem.difficulty in config.train_difficulties]
-        if not train:
-            raise ValueError(f"train_difficulties: no training problem in {config.problems!r} has difficulty "
-                             f"{' or '.join(config.train_difficulties)}")
-    if not train:
-        raise ValueError(f"problems: no training problems left in {config.problems!r}")
-    return train, heldout
-
-
-def _truncate_metrics(path: Path, last_step: int) -> None:
-    """Drop metrics lines of steps after the checkpoint being resumed (they will be redone)."""
-    if not path.is_file():
-        return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= last_step]
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-
-
-def reward_evaluator_config(config: TrainConfig) -> EvaluatorConfig:
-    """The reward's evaluator settings (a problem's own time limit still wins over
-    reward_time_limit_s; the scale multiplies whichever applies)."""
-    return EvaluatorConfig(workers=config.reward_workers, time_limit_s=config.reward_time_limit_s,
-                           time_limit_scale=config.reward_time_limit_scale, mode=config.reward_judge_mode)
-
-
-def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None,
-                  problems: tuple[list[Problem], list[Problem]] | None = None,
-                  evaluator: Evaluator | None = None) -> MicroCoderTrainer:
-    """A MicroCoderTrainer for `config` writing into `run_dir` (model, problems, evaluator injectable)."""
-    from datasets import Dataset
-
-    from microcoder.training.prompts import render_prompt
-
-    if model is None:
-        model, tokenizer = load_model(config, run_dir)
-    train, heldout = problems if problems is not None else load_problem_split(config)
-    if evaluator is None:
-        evaluator = Evaluator(reward_evaluator_config(config))
-    reward = EvaluatorReward(evaluator, train + heldout, config.max_new_tokens,
-                             config.overlong_cache_length, config.overlong_penalty_factor, overlap=config.reward_overlap)
-    dataset = Dataset.from_list([{"prompt": render_prompt(problem, tokenizer), "problem_id": problem.id}
-                                 for problem in train])
-    from accelerate import PartialState
-
-    # Batch sizes are global: each of W processes samples and trains its 1/W share.
-    use_cuda = torch.cuda.is_available()
-    args = GRPOConfig(**grpo_arguments(config, str(run_dir / "checkpoints"),
-                                       world_size=PartialState(cpu=not use_cuda).num_processes, use_cuda=use_cuda))
-    return MicroCoderTrainer(config=config, model=model, tokenizer=tokenizer, train_dataset=dataset,
-                             reward=reward, args=args, heldout=heldout, run_dir=run_dir)
-
-
-def new_run_dir(name: str, root: str | Path = "runs") -> Path:
-    """Create and return root/<name>-<timestamp>-<6 hex>: never an existing directory."""
-    for _ in range(100):
-        run_dir = Path(root) / f"{name}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-        try:
-            run_dir.mkdir(parents=True)
-            return run_dir
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"could not create a new run directory under {root}")
-
-
-def run_training(config: TrainConfig, resume: bool = False,
-                 problems: tuple[list[Problem], list[Problem]] | None = None,
-                 evaluator: Evaluator | None = None, name: str = "train") -> Path:
-    """Train; returns the run directory.
-
-    The run directory holds config.yaml (the config snapshot), metrics.jsonl (one line per
-    step, plus the step-0 held-out accuracy), checkpoints/checkpoint-N (TRL's, with our
-    mask and refill generators' and controller's state), summary.json and plots/training.png.
-    With `resume`, `config.run_dir` must exist; training continues from its last checkpoint.
-    Without it, `config.run_dir` must not exist or be empty (a finished or running run is
-    never overwritten); None creates runs/<name>-<timestamp>-<id> (`name`: the preset).
-    `problems` ((train, held-out)) and `evaluator` replace the configured ones (tests).
-    """
-    from transformers.trainer_utils import get_last_checkpoint
-
-    import transformers
-
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    transformers.utils.logging.disable_progress_bar()  # "Writing model shards" bars at every checkpoint
-    # TRL 1.16 calls transformers' deprecated gradient_checkpointing_* names on every rollout.
-    warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")
-    from accelerate import PartialState
-    from accelerate.utils import broadcast_object_list
-
-    checkpoint = None
-    if resume and config.run_dir is None:
-        raise ValueError("--resume needs the run directory to continue")
-    # Under `accelerate launch` every process runs this; the main one prepares the run
-    # directory (and names it, for all), the others wait for it.
-    processes = PartialState(cpu=not torch.cuda.is_available())  # on CPU: gloo across processes (MULTI_CPU)
-    run_dir = Path(config.run_dir) if config.run_dir is not None else None
-    if run_dir is None:
-        [run_dir] = broadcast_object_list([new_run_dir(name) if processes.is_main_process else None]) \
-            if processes.num_processes > 1 else [new_run_dir(name)]
-    if resume:
-        checkpoint = get_last_checkpoint(str(run_dir / "checkpoints")) if (run_dir / "checkpoints").is_dir() else None
-        if checkpoint is None:
-            raise FileNotFoundError(f"--resume: no checkpoint-N under {run_dir / 'checkpoints'}")
-        updates = int(Path(checkpoint).name.rsplit("-", 1)[1])
-        if processes.is_main_process:
-            _truncate_metrics(run_dir / METRICS_FILE, updates // config.updates_per_step)
-    elif processes.is_main_process:
-        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-            raise FileExistsError(f"run_dir {run_dir} exists and is not empty: continue it with --resume {run_dir}, "
-                                  "or choose another run_dir")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / METRICS_FILE).write_text("", encoding="utf-8")
-    config = config.model_copy(update={"run_dir": str(run_dir)})
-    if processes.is_main_process:
-        dump_config(config, run_dir / "config.yaml")
-        if config.model == "tiny":  # written here, once: only rank 0 writes a model's files
-            from microcoder.training.model import save_tiny_model
-
-            save_tiny_model(run_dir / TINY_MODEL_DIR, config.seed)
-    processes.wait_for_everyone()
-
-    trainer = build_trainer(config, run_dir, problems=problems, evaluator=evaluator)
-    start = time.perf_counter()
-    try:
-        before = None
-        if not resume and trainer.heldout and trainer.accelerator.is_main_process:
-            accuracies = trainer.heldout_accuracies()
-            before = accuracies["heldout_accuracy"]
-            trainer.write_record({"step": 0, **accuracies})
-        trainer.train(resume_from_checkpoint=checkpoint)
-    finally:
-        trainer.reward.close()
-    seconds = time.perf_counter() - start
-    # The summary is the main process's: another reading metrics.jsonl here would race the
-    # main one's last appends to it (and the checkpoint folder its rotation of them).
-    if not trainer.accelerator.is_main_process:
-        return run_dir
-    after = (trainer.last_record or {}).get("heldout_accuracy")
-    if before is None:
-        before = _first_heldout(run_dir / METRICS_FILE)
-    summary = {"heldout_accuracy_before": before, "heldout_accuracy_after": after, "steps": config.total_steps,
-               "seconds": seconds, "heldout_problems": len(trainer.heldout),
-               "final_checkpoint": get_last_checkpoint(str(run_dir / "checkpoints"))
-               if (run_dir / "checkpoints").is_dir() else None}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    plot = _plot(run_dir)
-    print(f"held-out accuracy: before {_fmt(before)}, after {_fmt(after)} "
-          f"({len(trainer.heldout)} problems); {seconds / 60:.1f} min; run dir {run_dir}"
-          + (f"; plot {plot}" if plot else ""), flush=True)
-    return run_dir
-
-
-def _first_heldout(path: Path):
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if "heldout_accuracy" in record:
-            return record["heldout_accuracy"]
-    return None
-
-
-def _fmt(value) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
-
-
-def _plot(run_dir: Path) -> Path | None:
-    """plots/training.png through `microcoder plot`'s code; None when matplotlib is missing."""
-    try:
-        from microcoder.training.plots import plot_runs
-
-        (run_dir / "plots").mkdir(exist_ok=True)
-        return plot_runs([run_dir], run_dir / "plots" / "training.png")
-    except ImportError:
-        return None

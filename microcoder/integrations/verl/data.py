@@ -21,8 +21,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from microcoder.policy.prompts import build_messages
 from microcoder.problems import Problem, read_problems
-from microcoder.training.prompts import build_messages
 
 
 def verl_row(problem: Problem, index: int, split: str) -> dict:

@@ -47,7 +47,7 @@ from verl.utils.reward_score import default_compute_score
 from microcoder.algorithms.masking import is_truncated
 from microcoder.integrations.verl.reward import compute_score as microcoder_compute_score
 from microcoder.integrations.verl.score_bits import encode_score
-from microcoder.training.generation import eos_token_ids as trainer_eos_token_ids
+from microcoder.policy.generation import eos_token_ids as trainer_eos_token_ids
 
 REQUIRED_KEYS = ("score", "qualifying", "unscorable")
 WRONG_REWARD_FUNCTION = (

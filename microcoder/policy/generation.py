@@ -1,7 +1,9 @@
-"""Sampling n responses per prompt, for evaluation and the temperature probe.
+"""Sampling n responses per prompt, for evaluation, the difficulty stage and the temperature probe.
 
     groups = generate(model, tokenizer, prompts, n=8, max_new_tokens=512, temperature=1.0, seed=0)
     groups[i][j].token_ids, groups[i][j].text, groups[i][j].truncated   # prompt i, sample j
+
+`ModelGenerator` does the same for problems (the chat prompt, then `generate`).
 
 Two backends, chosen by `backend="auto"`:
 - `hf`: `model.generate` in batches of `batch_size` sequences (left-padded), with a rich
@@ -31,9 +33,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
+
+from microcoder.policy.prompts import render_prompt
+from microcoder.problems import Problem
 
 BACKENDS = ("auto", "hf", "vllm")
 
@@ -87,6 +93,38 @@ def generate(
     if backend == "vllm":
         return _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed)
     return _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed, batch_size, progress)
+
+
+class ResponseGenerator(Protocol):
+    """What `microcoder eval-model` and the data pipeline's difficulty stage need from a
+    model; tests inject a fake one with canned responses."""
+
+    def generate(self, problems: Sequence[Problem], n: int, max_new_tokens: int, seed: int) -> list[list[GeneratedText]]:
+        """n responses per problem, in problem order."""
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of a response's token ids (used to re-decode a response cut to a shorter length)."""
+
+
+@dataclass
+class ModelGenerator:
+    """A `ResponseGenerator` over a transformers model: the chat prompt, then `generate`."""
+
+    model: object
+    tokenizer: object
+    temperature: float
+    top_p: float = 1.0
+    batch_size: int = 16
+    backend: str = "auto"
+
+    def generate(self, problems, n, max_new_tokens, seed):
+        prompts = [render_prompt(problem, self.tokenizer) for problem in problems]
+        return generate(self.model, self.tokenizer, prompts, n=n, max_new_tokens=max_new_tokens,
+                        temperature=self.temperature, top_p=self.top_p, seed=seed,
+                        batch_size=self.batch_size, backend=self.backend)
+
+    def decode(self, token_ids):
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
 
 def vllm_available() -> bool:

@@ -7,7 +7,7 @@ import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem
-from microcoder.training.tasks import DECIMAL_TEMPLATES, SOURCE, TEMPLATES, decimal_problems, default_problems
+from microcoder.problem_sets import DECIMAL_TEMPLATES, SOURCE, TEMPLATES, decimal_problems, default_problems
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_every_reference_is_accepted_and_a_wrong_answer_is_not(problems):
 
 def test_train_difficulties_filters_training_problems_but_not_the_heldout_set():
     from microcoder.training.config import load_config
-    from microcoder.training.trainer import load_problem_split
+    from microcoder.training.run import load_problem_split
 
     train, heldout = load_problem_split(load_config(None, ["heldout_size=48"]))
     medium_train, medium_heldout = load_problem_split(load_config(None, ["heldout_size=48", "train_difficulties=[medium]"]))
@@ -152,7 +152,7 @@ def test_on_the_decimal_set_strict_rejects_natural_float_code_that_robust_accept
 
 def test_problems_decimal_trains_on_its_own_split():
     from microcoder.training.config import load_config
-    from microcoder.training.trainer import load_problem_split
+    from microcoder.training.run import load_problem_split
 
     train, heldout = load_problem_split(load_config(None, ["problems=decimal", "heldout_size=48"]))
     expected_train, expected_heldout = decimal_problems(0)

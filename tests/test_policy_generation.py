@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from microcoder.training.generation import GeneratedText, eos_token_ids, generate, split_response
-from microcoder.training.model import tiny_model_and_tokenizer
+from microcoder.policy.generation import GeneratedText, eos_token_ids, generate, split_response
+from microcoder.policy.model import tiny_model_and_tokenizer
 
 MAX_NEW_TOKENS = 10
 
@@ -98,8 +98,8 @@ def test_generate_rejects_bad_arguments(tiny):
 
 def test_eval_and_probe_default_to_the_default_model():
     # They spell the name out so that importing them does not import transformers.
-    from microcoder.training.evaluation import EvalConfig
-    from microcoder.training.model import DEFAULT_MODEL
+    from microcoder.policy.evaluation import EvalConfig
+    from microcoder.policy.model import DEFAULT_MODEL
     from microcoder.training.probe import ProbeConfig
 
     assert EvalConfig().model == ProbeConfig().model == DEFAULT_MODEL

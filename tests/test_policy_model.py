@@ -9,8 +9,8 @@ Only `test_default_model_path_converts_once_then_reuses` may convert, into a tem
 import pytest
 import torch
 
-from microcoder.training import model as model_module
-from microcoder.training.model import (
+from microcoder.policy import model as model_module
+from microcoder.policy.model import (
     CONVERSION_RECORD,
     DEFAULT_MODEL,
     default_model_path,

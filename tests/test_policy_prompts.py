@@ -3,9 +3,9 @@
 import pytest
 
 from microcoder.problems import Problem
-from microcoder.training.model import default_tokenizer
-from microcoder.training.prompts import ANSWER_FORMAT, SYSTEM_PROMPT, build_messages, render_prompt
-from microcoder.training.tasks import default_problems
+from microcoder.policy.model import default_tokenizer
+from microcoder.policy.prompts import ANSWER_FORMAT, SYSTEM_PROMPT, build_messages, render_prompt
+from microcoder.problem_sets import default_problems
 
 STDIN = Problem(id="s", prompt="Read two integers and print their sum.", kind="stdin",
                 tests=[{"input": "1 2\n", "output": "3\n"}])

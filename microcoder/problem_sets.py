@@ -1,4 +1,7 @@
-"""The embedded default problems: small call-style Python tasks generated from templates.
+"""The generated problem sets ("default", "decimal"): small call-style Python tasks from templates.
+
+`named_problems(spec, split, seed)` gives a config's problems: one of these sets' train or
+held-out split, or a canonical JSONL file.
 
 The default training run (~15 minutes on 2 CPU cores, SmolLM2-135M-Instruct) needs
 problems the base model solves sometimes but not always: GRPO learns nothing from a

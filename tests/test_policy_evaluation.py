@@ -1,12 +1,12 @@
-"""`microcoder eval` with a fake generator of canned responses, so that judging and the
+"""`microcoder eval-model` with a fake generator of canned responses, so that judging and the
 pass@1 aggregation are checked against numbers worked out by hand."""
 
 import json
 
 import pytest
 
-from microcoder.training.evaluation import EvalConfig, ResultRow, cut_to_length, pass_at_1_table, run_eval
-from microcoder.training.generation import GeneratedText
+from microcoder.policy.evaluation import EvalConfig, ResultRow, cut_to_length, pass_at_1_table, run_eval
+from microcoder.policy.generation import GeneratedText
 from tests.helpers import call_problem, stdin_problem
 
 SUM = stdin_problem([("1 2\n", "3\n"), ("5 7\n", "12\n")], problem_id="sum", source="alpha", difficulty="easy")
@@ -148,14 +148,15 @@ def test_eval_command_with_the_tiny_model(tmp_path):
 
     from microcoder.cli import app
     from microcoder.problems import write_problems
-    from microcoder.training.model import save_tiny_model
+    from microcoder.policy.model import save_tiny_model
 
     model_dir = save_tiny_model(tmp_path / "tiny")
     write_problems(tmp_path / "problems.jsonl", [SUM, SQUARE])
     out = tmp_path / "eval"
-    result = CliRunner().invoke(app, ["eval", "--model", str(model_dir), "--problems", str(tmp_path / "problems.jsonl"),
-                                      "--n", "2", "--max-new-tokens", "3", "--max-new-tokens", "6",
-                                      "--temperature", "1.0", "--out", str(out), "--workers", "1"])
+    arguments = ["--model", str(model_dir), "--problems", str(tmp_path / "problems.jsonl"), "--n", "2",
+                 "--max-new-tokens", "3", "--max-new-tokens", "6", "--temperature", "1.0", "--out", str(out),
+                 "--workers", "1"]
+    result = CliRunner().invoke(app, ["eval-model", *arguments])
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["pass@1"]) == {"3", "6"}
@@ -164,3 +165,10 @@ def test_eval_command_with_the_tiny_model(tmp_path):
         assert summary["pass@1"][length]["fraction_truncated"] == 1.0
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert [len(sample["token_ids"]) for sample in samples] == [6, 6, 6, 6]
+
+    # The old name, kept for one release, is the same command (here resuming the finished
+    # run: nothing redone, the same summary) and says it is going.
+    again = CliRunner().invoke(app, ["eval", *arguments])
+    assert again.exit_code == 0, again.output
+    assert "`microcoder eval` is now `microcoder eval-model`" in again.output and "2 already done" in again.output
+    assert json.loads((out / "summary.json").read_text()) == summary

@@ -1,4 +1,4 @@
-"""`microcoder eval`: sample n responses per problem, judge them, report pass@1.
+"""`microcoder eval-model`: sample n responses per problem, judge them, report pass@1.
 
 pass@1 is the unbiased estimate from n samples (c / n per problem, averaged over
 problems), overall and by source and by difficulty, at one or more maximum response
@@ -35,14 +35,13 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
 
 from rich.console import Console
 from rich.table import Table
 
 from microcoder.algorithms.pass_at_k import pass_at_k
+from microcoder.policy.generation import GeneratedText, ModelGenerator, ResponseGenerator
 from microcoder.problems import Problem, ProblemFormatError, iter_jsonl
-from microcoder.training.generation import GeneratedText
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 NO_LABEL = "(none)"
@@ -50,7 +49,7 @@ NO_LABEL = "(none)"
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Settings of `microcoder eval`."""
+    """Settings of `microcoder eval-model`."""
 
     model: str = "smollm2-135m-instruct"
     """Checkpoint directory or hub id; the default is the embedded SmolLM2-135M-Instruct."""
@@ -78,7 +77,7 @@ class EvalConfig:
     workers: int = 0
     """Evaluator parallel runs; 0 = one per usable core."""
     backend: str = "auto"
-    """Generation backend: auto, hf or vllm (see microcoder.training.generation)."""
+    """Generation backend: auto, hf or vllm (see microcoder.policy.generation)."""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -97,40 +96,6 @@ class EvalConfig:
         """What the rows depend on; a resumed run must match it."""
         return {"model": self.model, "problems": self.problems, "problems_seed": self.problems_seed, "n": self.n, "max_new_tokens": self.lengths,
                 "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
-
-
-class ResponseGenerator(Protocol):
-    """What eval needs from a model; tests inject a fake one with canned responses."""
-
-    def generate(self, problems: Sequence[Problem], n: int, max_new_tokens: int, seed: int) -> list[list[GeneratedText]]:
-        """n responses per problem, in problem order."""
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        """Text of a response's token ids (used to re-decode a response cut to a shorter length)."""
-
-
-@dataclass
-class ModelGenerator:
-    """A `ResponseGenerator` over a transformers model: the chat prompt, then `generate`."""
-
-    model: object
-    tokenizer: object
-    temperature: float
-    top_p: float = 1.0
-    batch_size: int = 16
-    backend: str = "auto"
-
-    def generate(self, problems, n, max_new_tokens, seed):
-        from microcoder.training.generation import generate
-        from microcoder.training.prompts import render_prompt
-
-        prompts = [render_prompt(problem, self.tokenizer) for problem in problems]
-        return generate(self.model, self.tokenizer, prompts, n=n, max_new_tokens=max_new_tokens,
-                        temperature=self.temperature, top_p=self.top_p, seed=seed,
-                        batch_size=self.batch_size, backend=self.backend)
-
-    def decode(self, token_ids):
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
 
 @dataclass
@@ -211,7 +176,7 @@ def _difficulty_order(names) -> list[str]:
 
 def load_eval_problems(spec: str, seed: int = 0) -> list[Problem]:
     """A problems JSONL path, or a generated set ("default", "decimal"): its held-out split."""
-    from microcoder.training.tasks import named_problems
+    from microcoder.problem_sets import named_problems
 
     return named_problems(spec, "heldout", seed)
 
@@ -236,7 +201,7 @@ def run_eval(config: EvalConfig, console: Console | None = None, generator: Resp
     console.print(f"{len(problems)} problems, n={config.n}, max_new_tokens={config.lengths}, "
                   f"T={config.temperature}: {len(problems) - todo_count} already done in {out}, {todo_count} to go")
     if todo_count and generator is None:
-        from microcoder.training.model import load_model_and_tokenizer
+        from microcoder.policy.model import load_model_and_tokenizer
 
         model, tokenizer = load_model_and_tokenizer(config.model)
         generator = ModelGenerator(model, tokenizer, config.temperature, config.top_p, config.batch_size, config.backend)

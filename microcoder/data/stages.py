@@ -1,0 +1,145 @@
+"""What every stage of the data pipeline shares: its output records, its context, its files.
+
+A stage is a function (problems, config, context) -> `StageOutput`: the problems it keeps,
+a `Removal` per problem it drops and a `Reject` per malformed record. Under
+`work_dir/<stage>/` the orchestrator (`pipeline.py`) writes them with the helpers here
+(atomically: a temporary name, then a rename) beside the stage's `manifest.json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from microcoder.data.config import PipelineConfig
+from microcoder.data.records import Reject
+from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, parse_problems
+
+STAGES = ("ingest", "validate", "dedup", "decontaminate", "difficulty", "export")
+"""The stages in order; each reads the previous one's problems.jsonl."""
+
+
+@dataclass
+class Removal:
+    """A problem a stage dropped on purpose, with the evidence."""
+
+    id: str
+    source: str
+    stage: str
+    reason: str
+    """Short category used for counting, e.g. 'near duplicate'."""
+    detail: str = ""
+    match: str | None = None
+    """The problem it matched (duplicate kept, evaluation problem), when there is one."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+
+@dataclass
+class StageOutput:
+    """What a stage function returns; the pipeline writes it."""
+
+    problems: list[Problem]
+    removals: list[Removal] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Small facts for the manifest and datasheet (e.g. per-source counts)."""
+
+
+class StageContext:
+    """What stages share: the config, progress bars, and one lazily started evaluator."""
+
+    def __init__(self, config: PipelineConfig, generator: Any = None, force: bool = False):
+        self.config = config
+        self.force = force
+        """Ignore the per-source ingest cache (loaders may have changed)."""
+        self.generator = generator
+        """A `ResponseGenerator` for the difficulty stage; tests inject a fake one."""
+        self._evaluator = None
+
+    def evaluator(self):
+        if self._evaluator is None:
+            from microcoder.evaluator import Evaluator, EvaluatorConfig
+
+            self._evaluator = Evaluator(EvaluatorConfig(workers=self.config.workers, time_limit_s=self.config.time_limit_s,
+                                                        record_test_cpu=True))
+        return self._evaluator
+
+    def close(self) -> None:
+        if self._evaluator is not None:
+            self._evaluator.close()
+            self._evaluator = None
+
+    @contextmanager
+    def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
+        """A rich progress bar; yields `advance(n=1)`."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      disable=not self.config.progress, transient=False) as bar:
+            task = bar.add_task(description, total=total)
+            yield lambda n=1: bar.advance(task, n)
+
+
+def sha256_of(*parts: Any) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:20]
+
+
+def file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:20]
+
+
+def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(line + "\n")
+    os.replace(temporary, path)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_lines_atomic(path, [json.dumps(data, indent=2, ensure_ascii=False, default=str)])
+
+
+def read_json_lines(path: Path) -> list[dict]:
+    """The records of a JSONL file of ours (caches, rejects); none when it is absent. A
+    line that is not JSON (cut by an interruption) is skipped: its work is redone."""
+    if not path.exists():
+        return []
+    return [record for _, record in iter_jsonl(path, on_error=lambda error: None)]
+
+
+def read_stage_problems(path: Path, stage: str) -> tuple[list[Problem], list[Reject]]:
+    """Read a stage's input; a malformed line is a Reject (file, row, field), not a crash."""
+    rejects: list[Reject] = []
+
+    def on_error(error: ProblemFormatError) -> None:
+        rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
+
+    from microcoder.evaluator.evaluate import with_checked_time_limits
+
+    rows = with_checked_time_limits(iter_jsonl(path, on_error), path, on_error)
+    return parse_problems(rows, path, on_error), rejects
+
+
+def read_manifest(config: PipelineConfig, stage: str) -> dict[str, Any] | None:
+    path = config.stage_dir(stage) / "manifest.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None

@@ -1,0 +1,255 @@
+"""A training run, from a config to a finished run directory (`microcoder train`).
+
+    run_dir = run_training(load_config("configs/default.yaml"))
+
+The run's life: a new run directory (or the one being resumed, its metrics cut back to
+the checkpoint), the config snapshot, the model and the (train, held-out) problems the
+config names, the trainer built from them, the step-0 held-out accuracy, training, and
+summary.json with the plot. The training step itself is `trainer.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import secrets
+import time
+import warnings
+from datetime import datetime
+from pathlib import Path
+
+import torch
+from trl import GRPOConfig
+
+from microcoder.evaluator import Evaluator
+from microcoder.problems import Problem
+from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
+from microcoder.training.plots import METRICS_FILE
+from microcoder.training.reward import EvaluatorReward, reward_evaluator_config
+from microcoder.training.trainer import MicroCoderTrainer
+
+TINY_MODEL_DIR = "tiny_model"
+"""Where a run of model "tiny" keeps it: TRL rebuilds the reference model from the policy's path."""
+
+
+def load_model(config: TrainConfig, run_dir: Path):
+    """(model, tokenizer) named by config.model: "tiny", the default id, or a path.
+
+    "tiny" is written to run_dir/tiny_model first and loaded from there, so that the model
+    has a path: TRL rebuilds the reference model (beta > 0) from the policy's path.
+    """
+    from microcoder.policy.model import load_model_and_tokenizer, save_tiny_model
+
+    name = config.model
+    if name == "tiny":
+        name = str(save_tiny_model(run_dir / TINY_MODEL_DIR, config.seed))  # kept when already there
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[config.dtype]
+    model, tokenizer = load_model_and_tokenizer(name, dtype)
+    model.train()
+    if config.train_top_layers is not None:
+        freeze_below_top_layers(model, config.train_top_layers)
+    return model, tokenizer
+
+
+def freeze_below_top_layers(model, count: int) -> None:
+    """Only the top `count` decoder layers and the final norm keep requires_grad.
+
+    On a CPU the update dominates a step (backward ~2x forward through every layer); with
+    the lower layers and the (tied) embeddings frozen, backward stops `count` layers down.
+    Our choice for the CPU default; the paper fine-tunes the whole model.
+    """
+    layers = model.model.layers
+    if count > len(layers):
+        raise ValueError(f"train_top_layers: {count} > the model's {len(layers)} layers")
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    for module in [*layers[len(layers) - count:], model.model.norm]:
+        for parameter in module.parameters():
+            parameter.requires_grad_(True)
+
+
+def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem]]:
+    """(train, held-out) problems named by config.problems / heldout_problems / heldout_size."""
+    from microcoder.problem_sets import GENERATED_SETS, named_problems
+
+    generated = config.problems in GENERATED_SETS  # a set with its own held-out split
+    if generated:
+        train, heldout = GENERATED_SETS[config.problems](config.seed)
+        heldout = heldout[: config.heldout_size]
+    else:
+        train, heldout = named_problems(config.problems, "train", config.seed), []
+    if config.heldout_problems is not None:
+        heldout = named_problems(config.heldout_problems, "heldout", config.seed)
+    elif not generated:
+        shuffled = list(train)
+        random.Random(config.seed).shuffle(shuffled)
+        heldout, train = shuffled[: config.heldout_size], shuffled[config.heldout_size:]
+    if config.train_difficulties is not None:
+        train = [problem for problem in train if problem.difficulty in config.train_difficulties]
+        if not train:
+            raise ValueError(f"train_difficulties: no training problem in {config.problems!r} has difficulty "
+                             f"{' or '.join(config.train_difficulties)}")
+    if not train:
+        raise ValueError(f"problems: no training problems left in {config.problems!r}")
+    return train, heldout
+
+
+def truncate_metrics(path: Path, last_step: int) -> None:
+    """Drop metrics lines of steps after the checkpoint being resumed (they will be redone)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["step"] <= last_step]
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None,
+                  problems: tuple[list[Problem], list[Problem]] | None = None,
+                  evaluator: Evaluator | None = None) -> MicroCoderTrainer:
+    """A MicroCoderTrainer for `config` writing into `run_dir` (model, problems, evaluator injectable)."""
+    from datasets import Dataset
+
+    from microcoder.policy.prompts import render_prompt
+
+    if model is None:
+        model, tokenizer = load_model(config, run_dir)
+    train, heldout = problems if problems is not None else load_problem_split(config)
+    if evaluator is None:
+        evaluator = Evaluator(reward_evaluator_config(config))
+    reward = EvaluatorReward(evaluator, train + heldout, config.max_new_tokens,
+                             config.overlong_cache_length, config.overlong_penalty_factor, overlap=config.reward_overlap)
+    dataset = Dataset.from_list([{"prompt": render_prompt(problem, tokenizer), "problem_id": problem.id}
+                                 for problem in train])
+    from accelerate import PartialState
+
+    # Batch sizes are global: each of W processes samples and trains its 1/W share.
+    use_cuda = torch.cuda.is_available()
+    args = GRPOConfig(**grpo_arguments(config, str(run_dir / "checkpoints"),
+                                       world_size=PartialState(cpu=not use_cuda).num_processes, use_cuda=use_cuda))
+    return MicroCoderTrainer(config=config, model=model, tokenizer=tokenizer, train_dataset=dataset,
+                             reward=reward, args=args, heldout=heldout, run_dir=run_dir)
+
+
+def new_run_dir(name: str, root: str | Path = "runs") -> Path:
+    """Create and return root/<name>-<timestamp>-<6 hex>: never an existing directory."""
+    for _ in range(100):
+        run_dir = Path(root) / f"{name}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a new run directory under {root}")
+
+
+def run_training(config: TrainConfig, resume: bool = False,
+                 problems: tuple[list[Problem], list[Problem]] | None = None,
+                 evaluator: Evaluator | None = None, name: str = "train") -> Path:
+    """Train; returns the run directory.
+
+    The run directory holds config.yaml (the config snapshot), metrics.jsonl (one line per
+    step, plus the step-0 held-out accuracy), checkpoints/checkpoint-N (TRL's, with our
+    mask and refill generators' and controller's state), summary.json and plots/training.png.
+    With `resume`, `config.run_dir` must exist; training continues from its last checkpoint.
+    Without it, `config.run_dir` must not exist or be empty (a finished or running run is
+    never overwritten); None creates runs/<name>-<timestamp>-<id> (`name`: the preset).
+    `problems` ((train, held-out)) and `evaluator` replace the configured ones (tests).
+    """
+    from transformers.trainer_utils import get_last_checkpoint
+
+    import transformers
+
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    transformers.utils.logging.disable_progress_bar()  # "Writing model shards" bars at every checkpoint
+    # TRL 1.16 calls transformers' deprecated gradient_checkpointing_* names on every rollout.
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")
+    warnings.filterwarnings("ignore", message=".*pin_memory.*")
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    checkpoint = None
+    if resume and config.run_dir is None:
+        raise ValueError("--resume needs the run directory to continue")
+    # Under `accelerate launch` every process runs this; the main one prepares the run
+    # directory (and names it, for all), the others wait for it.
+    processes = PartialState(cpu=not torch.cuda.is_available())  # on CPU: gloo across processes (MULTI_CPU)
+    run_dir = Path(config.run_dir) if config.run_dir is not None else None
+    if run_dir is None:
+        [run_dir] = broadcast_object_list([new_run_dir(name) if processes.is_main_process else None]) \
+            if processes.num_processes > 1 else [new_run_dir(name)]
+    if resume:
+        checkpoint = get_last_checkpoint(str(run_dir / "checkpoints")) if (run_dir / "checkpoints").is_dir() else None
+        if checkpoint is None:
+            raise FileNotFoundError(f"--resume: no checkpoint-N under {run_dir / 'checkpoints'}")
+        updates = int(Path(checkpoint).name.rsplit("-", 1)[1])
+        if processes.is_main_process:
+            truncate_metrics(run_dir / METRICS_FILE, updates // config.updates_per_step)
+    elif processes.is_main_process:
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise FileExistsError(f"run_dir {run_dir} exists and is not empty: continue it with --resume {run_dir}, "
+                                  "or choose another run_dir")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / METRICS_FILE).write_text("", encoding="utf-8")
+    config = config.model_copy(update={"run_dir": str(run_dir)})
+    if processes.is_main_process:
+        dump_config(config, run_dir / "config.yaml")
+        if config.model == "tiny":  # written here, once: only rank 0 writes a model's files
+            from microcoder.policy.model import save_tiny_model
+
+            save_tiny_model(run_dir / TINY_MODEL_DIR, config.seed)
+    processes.wait_for_everyone()
+
+    trainer = build_trainer(config, run_dir, problems=problems, evaluator=evaluator)
+    start = time.perf_counter()
+    try:
+        before = None
+        if not resume and trainer.heldout and trainer.accelerator.is_main_process:
+            accuracies = trainer.heldout_accuracies()
+            before = accuracies["heldout_accuracy"]
+            trainer.write_record({"step": 0, **accuracies})
+        trainer.train(resume_from_checkpoint=checkpoint)
+    finally:
+        trainer.reward.close()
+    seconds = time.perf_counter() - start
+    # The summary is the main process's: another reading metrics.jsonl here would race the
+    # main one's last appends to it (and the checkpoint folder its rotation of them).
+    if not trainer.accelerator.is_main_process:
+        return run_dir
+    after = (trainer.last_record or {}).get("heldout_accuracy")
+    if before is None:
+        before = _first_heldout(run_dir / METRICS_FILE)
+    summary = {"heldout_accuracy_before": before, "heldout_accuracy_after": after, "steps": config.total_steps,
+               "seconds": seconds, "heldout_problems": len(trainer.heldout),
+               "final_checkpoint": get_last_checkpoint(str(run_dir / "checkpoints"))
+               if (run_dir / "checkpoints").is_dir() else None}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    plot = _plot(run_dir)
+    print(f"held-out accuracy: before {_fmt(before)}, after {_fmt(after)} "
+          f"({len(trainer.heldout)} problems); {seconds / 60:.1f} min; run dir {run_dir}"
+          + (f"; plot {plot}" if plot else ""), flush=True)
+    return run_dir
+
+
+def _first_heldout(path: Path):
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "heldout_accuracy" in record:
+            return record["heldout_accuracy"]
+    return None
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def _plot(run_dir: Path) -> Path | None:
+    """plots/training.png through `microcoder plot`'s code; None when matplotlib is missing."""
+    try:
+        from microcoder.training.plots import plot_runs
+
+        (run_dir / "plots").mkdir(exist_ok=True)
+        return plot_runs([run_dir], run_dir / "plots" / "training.png")
+    except ImportError:
+        return None

@@ -1,0 +1,168 @@
+"""Rooms import downward, and no file imports itself back through others (docs/architecture.md).
+
+Every module under microcoder/ is read with `ast`: its imports at module level, inside
+functions and under TYPE_CHECKING alike, as written. An edge goes to the module named
+(`from microcoder.policy import model` names microcoder/policy/model.py); a package's
+__init__ that a submodule import runs on the way is not an edge of the importing file.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "microcoder"
+
+ROOM_LEVELS = {
+    "root": 0,           # microcoder/__init__.py: the version
+    "problems": 0,       # the canonical problem format
+    "problem_sets": 1,   # the generated problem sets (problems only)
+    "algorithms": 1,     # pure math (nothing of ours)
+    "evaluator": 2,      # the judge: problems, pass@k
+    "policy": 3,         # the model: loading, prompts, sampling, eval-model
+    "data": 4,           # the corpus pipeline; the difficulty stage samples the policy
+    "training": 4,       # the trainer and its run
+    "experiments": 5,    # grids of training runs
+    "integrations": 5,   # adapters for other frameworks (verl)
+    "service": 5,        # the evaluator over HTTP
+    "cli": 6,            # the command line: wiring only
+}
+"""A module may import its own room and rooms of a lower level; rooms of one level never
+import each other (data and training are siblings, not above one another)."""
+
+APART = {
+    ("integrations", "training"): "an adapter runs our method inside another framework's trainer, not ours; "
+                                  "what both need (prompts, EOS ids, the math) is in policy and algorithms",
+}
+"""(room, room above it) pairs that must stay apart all the same, and why."""
+
+KEPT = {}
+"""(importer, imported) -> why an import against the order is kept. None at present."""
+
+SELF_CONTAINED = ("microcoder.evaluator._zygote",)
+"""Modules that import nothing of ours: the sandbox worker runs beside untrusted code."""
+
+
+def module_files(package: Path) -> dict[str, Path]:
+    """{dotted module name: file} for every .py under `package`."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of ours that `path` (module `name`) imports, anywhere in the file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:  # `import microcoder.a.b.name` -> microcoder.a.b
+                target = target.rpartition(".")[0]
+            if target.startswith("microcoder") and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    modules = module_files(package)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    return "root" if len(parts) == 1 else parts[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a room at or above the importer's level (other than its own room), or of a room kept APART."""
+    wrong = []
+    for importer, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            low, high = room_of(importer), room_of(target)
+            against_order = low != high and (ROOM_LEVELS[high] >= ROOM_LEVELS[low] or (low, high) in APART)
+            if against_order and (importer, target) not in KEPT:
+                wrong.append(f"{importer} ({low}, level {ROOM_LEVELS[low]}) imports {target} "
+                             f"({high}, level {ROOM_LEVELS[high]})")
+    return wrong
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each set of files that import one another (Tarjan's strongly connected components)."""
+    index: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = lowest[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                lowest[node] = min(lowest[node], lowest[target])
+            elif target in stack:
+                lowest[node] = min(lowest[node], index[target])
+        if lowest[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_every_module_is_in_a_room_with_a_level():
+    assert sorted({room_of(name) for name in import_graph()} - set(ROOM_LEVELS)) == []
+
+
+def test_no_room_imports_a_room_above_or_beside_it():
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_files_import_each_other():
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_sandbox_worker_imports_nothing_of_ours():
+    graph = import_graph()
+    assert {name: sorted(graph[name]) for name in SELF_CONTAINED} == {name: [] for name in SELF_CONTAINED}
+
+
+def test_the_checks_catch_an_upward_import_and_a_loop(tmp_path):
+    # A made-up package: the evaluator imports training, and two data files import each other.
+    package = tmp_path / "microcoder"
+    for folder in ("evaluator", "training", "data"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "training" / "trainer.py").write_text("")
+    (package / "evaluator" / "judge.py").write_text("def f():\n    from microcoder.training import trainer\n")
+    (package / "data" / "a.py").write_text("from microcoder.data.b import x\n")
+    (package / "data" / "b.py").write_text("from . import a\nx = 1\n")
+    graph = import_graph(package)
+    assert upward_imports(graph) == ["microcoder.evaluator.judge (evaluator, level 2) imports "
+                                     "microcoder.training.trainer (training, level 4)"]
+    assert import_cycles(graph) == [["microcoder.data.a", "microcoder.data.b"]]
