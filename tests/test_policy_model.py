@@ -116,6 +116,7 @@ def test_a_rank_that_writes_no_model_files_fails_and_leaves_no_folder(tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_default_model_path_converts_once_then_reuses(tmp_path, monkeypatch):
     """The one slow test: a real conversion into an empty cache, then a cached call."""
     calls = []

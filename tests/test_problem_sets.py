@@ -60,6 +60,7 @@ def test_sizes_are_configurable():
     assert len(train) == 2 * len(TEMPLATES) and len(held_out) == len(TEMPLATES)
 
 
+@pytest.mark.slow
 def test_every_reference_is_accepted_and_a_wrong_answer_is_not(problems):
     train, held_out = problems
     everything = train + held_out
@@ -133,6 +134,7 @@ def test_a_decimal_reference_computes_exactly(decimal):
     assert function([0.1, 0.7]) == 0.8 and sum([0.1, 0.7]) != 0.8
 
 
+@pytest.mark.slow
 def test_on_the_decimal_set_strict_rejects_natural_float_code_that_robust_accepts(decimal):
     everything = decimal[0] + decimal[1]
     samples = [Sample(p.id, code=p.metadata["reference_solution"]) for p in everything]

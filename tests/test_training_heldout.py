@@ -18,6 +18,8 @@ from microcoder.policy.generation import GeneratedText
 from microcoder.training.trainer import MicroCoderTrainer
 from tests.training_support import add_problem
 
+pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
+
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
 WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
 

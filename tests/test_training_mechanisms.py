@@ -19,6 +19,8 @@ from microcoder.training.trainer import merge_rollouts
 from tests.test_training_presets import CONFIGS, last_checkpoint, read_metrics
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
+pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
+
 
 def train(preset, run_dir, evaluator=None, *overrides):
     config = load_config(CONFIGS / f"{preset}-tiny.yaml", [f"run_dir={run_dir}", "heldout_size=0", *overrides])

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
+
 PRESET = Path(__file__).parents[1] / "configs" / "microcoder-tiny.yaml"
 # micro_batch_size 2 x 2 processes divides ppo_mini_batch_size x group_size = 4.
 SIZES = ["micro_batch_size=2", "heldout_size=2", "save_every=1", "save_total_limit=3"]

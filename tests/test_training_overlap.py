@@ -24,6 +24,8 @@ from microcoder.training.run import build_trainer
 from tests.test_training_presets import CONFIGS
 from tests.training_support import ScriptedEvaluator, add_problem, tiny_problems
 
+pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
+
 
 class SlowScriptedEvaluator(ScriptedEvaluator):
     """ScriptedEvaluator that takes `seconds` per call, off the caller's CPU (as sandboxed programs run in

@@ -19,6 +19,8 @@ from microcoder.training.plots import METRICS_FILE
 from microcoder.training.run import run_training
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
+pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
+
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ROLLOUT_KEYS = {"step", "reward_mean", "accuracy_mean", "response_length_mean", "response_length_max",
                 "fraction_truncated", "fraction_qualifying", "fraction_masked", "fraction_unscorable",

@@ -11,6 +11,7 @@ checkpointing off changes no number of a run.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from trl import GRPOConfig
 
@@ -19,6 +20,8 @@ from microcoder.policy.model import tiny_model_and_tokenizer
 from microcoder.training.run import build_trainer, freeze_below_top_layers
 from tests.test_training_presets import CONFIGS
 from tests.training_support import ScriptedEvaluator, tiny_problems
+
+pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
 
 
 def test_default_config_builds_a_grpo_config_without_checkpointing():

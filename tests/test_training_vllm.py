@@ -19,6 +19,8 @@ from microcoder.training.config import grpo_arguments, load_config
 from microcoder.training.run import build_trainer
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
+pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
+
 PRESET = Path(__file__).parents[1] / "configs" / "microcoder-tiny.yaml"
 
 
