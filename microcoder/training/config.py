@@ -123,6 +123,8 @@ class TrainConfig(BaseModel):
     """token-mean, seq-mean-token-sum, or seq-mean-token-mean (original GRPO)."""
     train_top_layers: int | None = 8
     """Train only the top N transformer layers and the final norm (embeddings and LM head frozen); None: the whole model. CPU time: backward then stops N layers down."""
+    reuse_frozen_prefix: bool = True
+    """With train_top_layers: compute the frozen layers' output once per rollout and start the reference pass and every update's forward from it (`frozen_prefix.py`); the same numbers up to rounding. False: every pass runs every layer."""
     learning_rate: float = 1e-4
     """AdamW learning rate, constant. 1e-4 for the CPU default (top 8 layers, 8 updates): at 1e-5 the default run's policy did not measurably move."""
     weight_decay: float = 0.0

@@ -93,6 +93,7 @@ from microcoder.algorithms.masking import TruncationMask
 from microcoder.evaluator import Sample, summarize
 from microcoder.problems import Problem
 from microcoder.training.config import TrainConfig
+from microcoder.training.frozen_prefix import FrozenPrefix, decoder_layers
 from microcoder.training.metrics import METRIC_KEYS, console_line
 from microcoder.training.plots import METRICS_FILE
 from microcoder.training.reward import EvaluatorReward, ScoredBatch, chunk_bounds, concat_scored
@@ -206,6 +207,10 @@ class MicroCoderTrainer(GRPOTrainer):
         self.update_stats: dict[str, list[float]] = defaultdict(list)
         self.scored_at = 0.0
         self.last_record: dict | None = None
+        self.frozen_prefix = None
+        layers = len(decoder_layers(self.accelerator.unwrap_model(self.model)))
+        if config.reuse_frozen_prefix and config.train_top_layers is not None and config.train_top_layers < layers:
+            self.frozen_prefix = FrozenPrefix(layers - config.train_top_layers)
         self.remove_callback(PrinterCallback)
         self.remove_callback(ProgressCallback)
         self.add_callback(_StepEnd(self))
@@ -233,6 +238,8 @@ class MicroCoderTrainer(GRPOTrainer):
         step = self.rollout_step + 1
         temperature = self.controller.temperature if self.controller else self.schedule.temperature(step)
         self.set_temperature(temperature)  # 1
+        if self.frozen_prefix is not None:
+            self.frozen_prefix.clear()  # a new rollout: its rows are new
         start = time.perf_counter()
         output = self.sample_and_score(inputs)  # 2, 3: sample, old log-probs, reward
         scored = self.reward.last
@@ -252,6 +259,26 @@ class MicroCoderTrainer(GRPOTrainer):
                             seconds_rollout=seconds_total - scored.seconds_visible, seconds_reward=scored.seconds,
                             seconds_reward_visible=scored.seconds_visible)
         return output
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
+                                           batch_size=None, **kwargs):
+        """TRL's log-probs of the completion tokens, batch by batch, each batch starting from
+        the frozen layers' recorded output when this rollout has seen its rows (text only)."""
+        multimodal = any(value is not None for name, value in kwargs.items()
+                         if name not in ("compute_entropy", "compute_aux_loss"))
+        if self.frozen_prefix is None or multimodal:
+            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                              batch_size, **kwargs)
+        batch_size = batch_size or input_ids.size(0)
+        parts = []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
+            with self.frozen_prefix.around_forward(self.accelerator.unwrap_model(model), ids, mask):
+                parts.append(super()._get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep, **kwargs))
+        logps = torch.cat([part[0] for part in parts])
+        entropies = torch.cat([part[1] for part in parts]) if parts[0][1] is not None else None
+        aux_loss = torch.stack([part[2] for part in parts]).mean() if parts[0][2] is not None else None
+        return logps, entropies, aux_loss
 
     def sample_and_score(self, inputs: list[dict]) -> dict:
         """TRL's rollout of `inputs` (sample, old / reference log-probs, reward), the reward
