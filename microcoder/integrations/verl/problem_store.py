@@ -102,9 +102,24 @@ class ProblemStore:
     def get(self, problem_id: str, sha256: str) -> Problem:
         """The problem with this id and digest, read from its line.
 
+        Raises what `locate` raises, and ValueError when the line changed since the files
+        were indexed.
+        """
+        entry = self.locate(problem_id, sha256)
+        path = self.paths[entry.file]
+        with open(path, "rb") as handle:
+            handle.seek(entry.offset)
+            line = handle.read(entry.length)
+        problem = self._parse(path, entry.row, line)
+        if problem.id != problem_id or problem_sha256(problem) != sha256:
+            raise ValueError(f"{path} row {entry.row} changed while the run was reading it (problem {problem_id!r})")
+        return problem
+
+    def locate(self, problem_id: str, sha256: str) -> _Line:
+        """Where the problem with this id and digest lies, without reading it.
+
         Raises KeyError when no file holds the id, and ValueError when the files hold it with
-        another digest (the file changed since the parquet was written) or when the line
-        changed since the files were indexed.
+        another digest (the file changed since the parquet was written).
         """
         entries = self._lines.get(problem_id)
         if not entries:
@@ -116,11 +131,4 @@ class ProblemStore:
             raise ValueError(f"problem {problem_id!r}: the dataset row pins sha256 {sha256[:12]}..., but "
                              f"problems_files hold {where}: the problem changed since the parquet was written; "
                              "convert the problems again (python -m microcoder.integrations.verl.data)")
-        path = self.paths[entry.file]
-        with open(path, "rb") as handle:
-            handle.seek(entry.offset)
-            line = handle.read(entry.length)
-        problem = self._parse(path, entry.row, line)
-        if problem.id != problem_id or problem_sha256(problem) != sha256:
-            raise ValueError(f"{path} row {entry.row} changed while the run was reading it (problem {problem_id!r})")
-        return problem
+        return entry
