@@ -52,3 +52,14 @@ def test_inline_rows_hold_the_whole_problem(tmp_path):
     [row] = pq.read_table(tmp_path / "train.parquet").to_pylist()
     assert json.loads(row["reward_model"]["ground_truth"])["kind"] == problem.kind
     assert reward.parse_ground_truth(row["reward_model"]["ground_truth"]) == problem  # no problems file needed
+
+
+def test_sizes_report_what_travels_per_step(tmp_path, capsys):
+    """A problem with many hidden tests: inline, each trajectory carries them; by reference, not."""
+    problem = stdin_problem([(f"{i} {i}\n", f"{2 * i}\n") for i in range(500)], problem_id="big", source="src")
+    source = tmp_path / "problems.jsonl"
+    source.write_text(problem.model_dump_json() + "\n")
+    main([str(source), "--sizes", "--prompts", "1", "--n", "8"])
+    inline, reference = (line for line in capsys.readouterr().out.splitlines() if ": per trajectory" in line)
+    kilobytes = [float(line.split("mean ")[1].split(" KB")[0]) for line in (inline, reference)]
+    assert kilobytes[0] > 10 > 1 > kilobytes[1] and len(problem.model_dump_json()) > 10_000

@@ -36,7 +36,6 @@ other nodes than the one the Ray task lands on.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
@@ -100,7 +99,7 @@ def config_checks(config: Any) -> list[Check]:
                         f"{n}" + ("" if n >= 2 else ": a group of one response has advantage 0; use 2 or more")))
     manager = config.reward.reward_manager
     module_path = (manager.get("module") or {}).get("path")
-    ours = manager.get("source") == "importlib" and manager.get("name") == OUR_MANAGER and module_path == OUR_MANAGER_PATH
+    ours = (manager.get("source"), manager.get("name"), module_path) == ("importlib", OUR_MANAGER, OUR_MANAGER_PATH)
     checks.append(Check("reward.reward_manager", ours,
                         f"{manager.get('name')} from {module_path}" + ("" if ours else
                         f": set source=importlib, name={OUR_MANAGER}, module.path={OUR_MANAGER_PATH}")))
@@ -168,7 +167,8 @@ def transfer_queue_check(config: Any) -> Check | None:
     try:
         import transfer_queue  # noqa: F401
     except ImportError as error:
-        return Check("TransferQueue", False, f"trainer.use_v1 needs TransferQueue (pip install TransferQueue==0.1.11): {error}")
+        return Check("TransferQueue", False,
+                     f"trainer.use_v1 needs TransferQueue (pip install TransferQueue==0.1.11): {error}")
     return Check("TransferQueue", True, "imports (trainer.use_v1)")
 
 

@@ -95,9 +95,10 @@ def decode_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
         zeros = int((bits[unmarked] == 0).sum())
         flushed = (
             f" {zeros} of them are exactly 0: a coded reward is never 0 (a coded 0 is a denormal, about 6e-45), so "
-            "either these come from another reward manager, or flush-to-zero (FTZ/DAZ: torch.set_flush_denormal(True), "
-            "a library built with -ffast-math) is on in a process on the reward's path and stored the coded 0 as 0; "
-            "`python -m microcoder.integrations.verl.preflight CONFIG` checks for it." if zeros else "")
+            "either these come from another reward manager, or flush-to-zero (FTZ/DAZ: "
+            "torch.set_flush_denormal(True), a library built with -ffast-math) is on in a process on the "
+            "reward's path and stored the coded 0 as 0 (`python -m microcoder.integrations.verl.preflight "
+            "CONFIG` checks for it)." if zeros else "")
         raise ValueError(
             f"{int(unmarked.sum())} rewards (rows {rows}...) do not carry the truncation mask's facts: "
             "set reward.reward_manager to microcoder's MicroCoderRewardManager (source: importlib, "
