@@ -9,6 +9,10 @@
 # verl's v1 trainer, its default, named by verl's verl-core extra, not by its base
 # requirements; tests/test_integrations_verl_v1.py runs a v1 step on a local Ray with it) and nothing of
 # the train extra. In the main environment (CI) the same tests that need verl skip, saying why.
+# Among them: the preflight run as a user runs it (test_integrations_verl_preflight.py), the judge
+# inside verl's reward worker as a Ray actor (test_integrations_verl_ray_reward.py) and the refused
+# settings (test_integrations_verl_estimator.py, _preflight.py). Each starts and stops its own local
+# Ray (at most 2 CPUs).
 #   VERL_VENV   where the environment lives (default: ~/.cache/microcoder/venv-verl)
 set -euo pipefail
 cd "$(dirname "$0")/.."

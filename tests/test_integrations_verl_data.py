@@ -8,6 +8,7 @@ pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (th
 
 from microcoder.integrations.verl import reward  # noqa: E402
 from microcoder.integrations.verl.data import main  # noqa: E402
+from microcoder.integrations.verl.problem_store import problem_sha256  # noqa: E402
 from microcoder.problems import read_problems  # noqa: E402
 from microcoder.policy.prompts import build_messages  # noqa: E402
 from tests.helpers import call_problem, stdin_problem  # noqa: E402
@@ -28,15 +29,37 @@ def test_problems_become_verl_rows_whose_ground_truth_judges(tmp_path, capsys):
     for row, problem in zip(rows, read_problems(source)):
         assert row["prompt"] == build_messages(problem) and row["ability"] == "code"
         assert row["reward_model"]["style"] == "rule"
-        assert reward.parse_ground_truth(row["reward_model"]["ground_truth"]) == problem
-        assert json.loads(row["reward_model"]["ground_truth"])["kind"] == problem.kind
+        # a reference by default: the id and digest, none of the tests
+        assert json.loads(row["reward_model"]["ground_truth"]) == {"ref": problem.id, "sha256": problem_sha256(problem)}
+        assert reward.parse_ground_truth(row["reward_model"]["ground_truth"], [str(source)]) == problem
 
     answers = ["```python\na, b = map(int, input().split())\nprint(a + b)\n```",
                "```python\ndef total(xs):\n    return sum(xs)\n```"]
     try:
         for row, answer in zip(rows, answers):
             result = reward.compute_score(row["data_source"], answer, row["reward_model"]["ground_truth"],
-                                          row["extra_info"], evaluator_workers=1)
+                                          row["extra_info"], evaluator_workers=1, problems_files=[str(source)])
             assert result["verdict"] == "accepted"
     finally:
         reward.close_shared_evaluator()
+
+
+def test_inline_rows_hold_the_whole_problem(tmp_path):
+    problem = stdin_problem([("1 2\n", "3\n")], problem_id="src/sum", source="src")
+    source = tmp_path / "problems.jsonl"
+    source.write_text(problem.model_dump_json() + "\n")
+    main([str(source), "--out", str(tmp_path / "train.parquet"), "--inline"])
+    [row] = pq.read_table(tmp_path / "train.parquet").to_pylist()
+    assert json.loads(row["reward_model"]["ground_truth"])["kind"] == problem.kind
+    assert reward.parse_ground_truth(row["reward_model"]["ground_truth"]) == problem  # no problems file needed
+
+
+def test_sizes_report_what_travels_per_step(tmp_path, capsys):
+    """A problem with many hidden tests: inline, each trajectory carries them; by reference, not."""
+    problem = stdin_problem([(f"{i} {i}\n", f"{2 * i}\n") for i in range(500)], problem_id="big", source="src")
+    source = tmp_path / "problems.jsonl"
+    source.write_text(problem.model_dump_json() + "\n")
+    main([str(source), "--sizes", "--prompts", "1", "--n", "8"])
+    inline, reference = (line for line in capsys.readouterr().out.splitlines() if ": per trajectory" in line)
+    kilobytes = [float(line.split("mean ")[1].split(" KB")[0]) for line in (inline, reference)]
+    assert kilobytes[0] > 10 > 1 > kilobytes[1] and len(problem.model_dump_json()) > 10_000

@@ -309,3 +309,70 @@ def test_verls_default_reward_function_is_refused_with_ours_named():
     config = example_config(f"data.max_response_length={LIMIT}", "reward.custom_reward_function.path=null")
     with pytest.raises(ValueError, match="custom_reward_function.path=pkg://microcoder.integrations.verl.reward"):
         load_reward_manager(config, CharTokenizer())
+
+
+# ---- settings that would corrupt the estimator's input, flush-to-zero, validation metrics ------
+
+def two_responses(first, second):
+    """Coded rewards of one group of two responses, as verl's agent loop stores them."""
+    rewards = torch.zeros(2, 3)
+    rewards[:, -1] = torch.tensor([first, second], dtype=torch.float32)
+    return DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": torch.ones(2, 3)},
+                               non_tensors={"uid": np.array(["a", "a"], dtype=object)})
+
+
+def test_dapo_filtering_on_the_coded_reward_would_keep_groups_without_signal():
+    """Why metric "reward" is refused: verl drops a group when np.std of its stored rewards is
+    exactly 0; three wrong answers, coded, are not equal (their flags differ), but their acc is."""
+    coded = [encode_score(0.0, qualifying) for qualifying in (False, True, False)]
+    stored = torch.tensor(coded, dtype=torch.float32).tolist()  # as rm_scores.sum() reads them back
+    assert float(np.std(stored)) != 0.0 and float(np.std([0.0, 0.0, 0.0])) == 0.0
+
+
+@pytest.mark.parametrize("refused, accepted, message", [
+    (["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward"],
+     ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc"],
+     "algorithm.filter_groups.metric=reward is refused"),
+    (["algorithm.rollout_correction.rollout_rs=seq_mean_k1"],  # rejection in the actor's loss instead:
+     ["algorithm.rollout_correction.rollout_rs=seq_mean_k1", "algorithm.rollout_correction.bypass_mode=true"],
+     "algorithm.rollout_correction.rollout_rs=seq_mean_k1 is refused"),
+])
+def test_verls_compute_advantage_refuses_settings_that_corrupt_the_input(refused, accepted, message):
+    batch = two_responses(encode_score(1.0, False), encode_score(0.0, False))
+    with pytest.raises(ValueError, match=message):
+        compute_advantage(batch, adv_estimator=ESTIMATOR_NAME, config=example_config(*refused).algorithm)
+    data = compute_advantage(batch, adv_estimator=ESTIMATOR_NAME, config=example_config(*accepted).algorithm)
+    assert data.batch["advantages"][0, -1] > 0 > data.batch["advantages"][1, -1]
+
+
+def test_a_reward_flushed_to_zero_is_refused_naming_flush_to_zero():
+    """With FTZ/DAZ on where verl turns the reward into float32 (AgentLoopOutput.as_dict), a
+    coded 0 is stored as 0: the estimator's error says so rather than blaming the manager alone."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    rewards = [encode_score(1.0, False), encode_score(0.0, True)]
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals to zero")
+    try:
+        rows = [AgentLoopOutput(prompt_ids=[1], response_ids=[5, 6], response_mask=[1, 1], metrics=AgentLoopMetrics(),
+                                reward_score=value).as_dict()["rm_scores"] for value in rewards]
+    finally:
+        torch.set_flush_denormal(False)
+    batch = DataProto.from_dict(tensors={"token_level_rewards": torch.stack(rows), "response_mask": torch.ones(2, 2)},
+                                non_tensors={"uid": np.array(["a", "a"], dtype=object)})
+    with pytest.raises(ValueError, match=r"1 of them are exactly 0.*flush-to-zero"):
+        compute_advantage(batch, adv_estimator=ESTIMATOR_NAME, config=example_config().algorithm)
+
+
+def test_validation_accuracy_over_scorable_responses(scored):
+    """verl's own process_validation_metrics on our reward_extra_info: `acc` counts a
+    judge_error as 0 (verl's convention), `acc_scored` leaves it out, as our summaries do."""
+    from verl.trainer.ppo.metric_utils import process_validation_metrics
+
+    by_name = {row["name"]: row for row in scored}
+    rows = [by_name[name] for name in ("correct", "wrong", "broken_problem")]  # one prompt's responses, say
+    infos = {key: [row["out"]["reward_extra_info"][key] for row in rows] for key in ("acc", "acc_scored", "verdict")}
+    assert infos["verdict"] == ["accepted", "wrong_answer", "judge_error"]
+    metrics = process_validation_metrics(["microcoder/tests"] * 3, ["u"] * 3, infos)["microcoder/tests"]
+    assert metrics["acc"]["mean@3"] == pytest.approx(1 / 3)
+    assert metrics["acc_scored"]["mean@2"] == pytest.approx(1 / 2)

@@ -107,15 +107,19 @@ def test_verdicts_scores_and_mask_facts(name, problem, text, truncated, verdict,
     assert result["truncated"] == truncated
     assert result["repetitive"] == (name == "loop")
     assert result["qualifying"] == qualifying
+    # accuracy over scorable responses: verl's validation metrics leave a None out
+    assert result["acc_scored"] == (None if verdict == "judge_error" else result["acc"])
+    assert (result["error"] != "") == (verdict == "judge_error")
     # verl builds numpy arrays of these: plain scalars only
-    assert all(isinstance(value, (bool, float, str)) for value in result.values())
+    assert all(isinstance(value, (bool, float, str, type(None))) for value in result.values())
 
 
 def test_without_tokens_there_are_no_mask_facts():
     """verl's naive manager passes the text only: the score is usable, the mask's facts absent."""
     result = reward.compute_score("microcoder/tests", CORRECT, SUM_PROBLEM.model_dump_json(), {"index": 3},
                                   evaluator_workers=2)
-    assert result == {"score": 1.0, "acc": 1.0, "verdict": "accepted", "non_incorrect": True, "unscorable": False}
+    assert result == {"score": 1.0, "acc": 1.0, "acc_scored": 1.0, "verdict": "accepted", "error": "",
+                      "non_incorrect": True, "unscorable": False}
 
 
 def test_one_evaluator_serves_every_call_and_closes():

@@ -71,6 +71,14 @@ class CannedAgentLoop:
 
 
 @pytest.fixture(scope="module")
+def problems_file(tmp_path_factory):
+    """The problems JSONL the rows refer to (by id and sha256, the converter's default)."""
+    path = tmp_path_factory.mktemp("v1") / "problems.jsonl"
+    path.write_text(SUM_PROBLEM.model_dump_json() + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
 def transfer_queue():
     """A local Ray (2 CPUs, no dashboard) and a TransferQueue with one storage unit, for the module."""
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -83,10 +91,11 @@ def transfer_queue():
         reward.close_shared_evaluator()
 
 
-def v1_config():
+def v1_config(problems_file):
     """The example config at this file's sizes: 2 prompts x G = 4 responses, mini-batches of 3
     prompts, so verl pads 8 responses to lcm(2 data-parallel ranks, 3 x 4) = 12."""
     return example_config(
+        f"reward.custom_reward_function.reward_kwargs.problems_files=['{problems_file}']",
         f"data.max_response_length={LIMIT}", "data.train_batch_size=2", f"actor_rollout_ref.rollout.n={G}",
         "actor_rollout_ref.actor.ppo_mini_batch_size=3",
         "actor_rollout_ref.rollout.agent.default_agent_loop=microcoder_canned",
@@ -157,7 +166,7 @@ class Stand:
         return list(done.keys), out["advantages"], out["response_mask"]
 
 
-def test_a_v1_step_pads_and_gives_our_trainers_advantages(transfer_queue):
+def test_a_v1_step_pads_and_gives_our_trainers_advantages(transfer_queue, problems_file):
     """2 prompts x 4 sessions: verl pads the 8 responses to 12 and reorders them; the padding
     gets 0 and the rest our TRL trainer's advantages, with the mask's draws in verl's row order."""
     ANSWERS.clear()
@@ -168,7 +177,7 @@ def test_a_v1_step_pads_and_gives_our_trainers_advantages(transfer_queue):
             expected_facts[f"prompt{index}_{session}_0"] = {"uid": f"prompt{index}", "verdict": BY_NAME[name][4],
                                                             "ids": tokens(*BY_NAME[name][2:4])}
     reset_mask_generators()
-    keys, advantages, mask = Stand(v1_config()).step([SUM_PROBLEM] * len(V1_GROUPS))
+    keys, advantages, mask = Stand(v1_config(problems_file)).step([SUM_PROBLEM] * len(V1_GROUPS))
     assert len(keys) == 12 and sum(key.startswith("pad") for key in keys) == 4  # verl padded 8 to 12
     real = [position for position, key in enumerate(keys) if not key.startswith("pad")]
     padding = [position for position, key in enumerate(keys) if key.startswith("pad")]
@@ -180,11 +189,11 @@ def test_a_v1_step_pads_and_gives_our_trainers_advantages(transfer_queue):
     assert (advantages[real, 0] != 0).any()
 
 
-def test_a_session_of_several_outputs_is_refused_in_a_v1_step(transfer_queue):
+def test_a_session_of_several_outputs_is_refused_in_a_v1_step(transfer_queue, problems_file):
     """An agent loop that returns an output per turn: verl hands each output to the estimator
     as a response of its own, and the estimator refuses the batch, saying why."""
     ANSWERS.clear()
     ANSWERS[0] = [[tokens(WRONG, False)], [tokens(WRONG, False), tokens(CORRECT, False)],
                   [tokens(CORRECT, False)], [tokens(WRONG, False)]]  # session 1: two turns
     with pytest.raises(ValueError, match="several outputs"):
-        Stand(v1_config()).step([SUM_PROBLEM])
+        Stand(v1_config(problems_file)).step([SUM_PROBLEM])

@@ -15,9 +15,16 @@ TRAIN="${1:?usage: $0 TRAIN.jsonl HELDOUT.jsonl [key=value ...]}"
 HELDOUT="${2:?usage: $0 TRAIN.jsonl HELDOUT.jsonl [key=value ...]}"
 shift 2
 
-# 1. Our problems as verl's parquet (the config's data.train_files / data.val_files).
+# 1. Our problems as verl's parquet (the config's data.train_files / data.val_files). Rows
+# name their problems by id and sha256; each reward worker reads them from the JSONL files.
 python3 -m microcoder.integrations.verl.data "$TRAIN" --out data/verl/train.parquet --split train
 python3 -m microcoder.integrations.verl.data "$HELDOUT" --out data/verl/heldout.parquet --split heldout
+PROBLEMS="reward.custom_reward_function.reward_kwargs.problems_files=['$(realpath "$TRAIN")','$(realpath "$HELDOUT")']"
+
+# 1b. The preflight: the estimator resolves in a Ray worker, the reward path judges a correct
+# and a wrong answer, no refused setting, no flush-to-zero, every problem found. Seconds to
+# a minute; a failure names the key at fault.
+python3 -m microcoder.integrations.verl.preflight examples/verl/microcoder_qwen3_1.7b_4k.yaml "$PROBLEMS" "$@"
 
 # 2. The staged temperature schedule, low to high. verl 0.9.1 reads one rollout temperature
 # per run (sampling and the ratio's log-probs both use it) and has no per-step schedule, so
@@ -27,7 +34,7 @@ python3 -m microcoder.integrations.verl.data "$HELDOUT" --out data/verl/heldout.
 # switched at about step 140; its stable fixed temperatures were 1.2 and above.
 run_stage() {
     python3 -m verl.trainer.main_ppo --config-path "$PWD/examples/verl" --config-name microcoder_qwen3_1.7b_4k \
-        "actor_rollout_ref.rollout.temperature=$1" "trainer.total_training_steps=$2" "${@:3}"
+        "actor_rollout_ref.rollout.temperature=$1" "trainer.total_training_steps=$2" "$PROBLEMS" "${@:3}"
 }
 run_stage 0.6 140 "$@"
 run_stage 1.2 300 "$@"

@@ -128,24 +128,63 @@ def microcoder_grpo_advantages(
     return advantages * mask.keep.to(advantages.dtype), mask
 
 
+def _get(node: Any, key: str, default: Any) -> Any:
+    """node[key] for a DictConfig, a dict or a dataclass (verl's AlgoConfig); default when absent or None."""
+    if node is None:
+        return default
+    value = node.get(key, default) if hasattr(node, "get") else getattr(node, key, default)
+    return default if value is None else value
+
+
+def refused_algorithm_settings(config: Any) -> list[str]:
+    """What in verl's `algorithm` config would silently corrupt this estimator's input, one
+    message per setting, each naming its key (empty: none). verl 0.9.1 applies all three
+    before the estimator runs:
+
+    - use_kl_in_reward: the KL penalty is added to the reward and erases the coded facts.
+    - filter_groups with metric "reward": verl drops a group when the std of the rewards it
+      stores (the coded floats) is exactly 0. The coded flags make equal rewards unequal
+      (a coded 0 is a denormal whose low bits differ by response), so groups without signal
+      are kept. "acc" or "score" (reward_extra_info, plain) filter as intended.
+    - rollout_correction.rollout_rs outside bypass mode: rejection sampling zeroes a
+      rejected response's response_mask before the advantages, so it looks like padding
+      and leaves its group's mean and std (verl's grpo keeps it). In bypass mode the
+      rejection happens in the actor's loss, after the advantages, and is accepted.
+    """
+    problems = []
+    if _get(config, "use_kl_in_reward", False):
+        problems.append(f"{ESTIMATOR_NAME} needs algorithm.use_kl_in_reward=false: the KL penalty is added to "
+                        "the reward and erases the truncation mask's facts (MicroCoder-GRPO uses no KL at all)")
+    filter_groups = _get(config, "filter_groups", None)
+    if _get(filter_groups, "enable", False) and _get(filter_groups, "metric", None) == "reward":
+        problems.append(
+            "algorithm.filter_groups.metric=reward is refused with MicroCoderRewardManager: verl filters a group when "
+            "the std of its stored rewards is exactly 0, and the reward carries the truncation mask's facts in its "
+            "low bits, so equal rewards differ and groups without signal are kept. Use "
+            "algorithm.filter_groups.metric=acc (the plain 0/1 score in reward_extra_info)")
+    correction = _get(config, "rollout_correction", None)
+    if _get(correction, "rollout_rs", None) and not _get(correction, "bypass_mode", False):
+        problems.append(
+            f"algorithm.rollout_correction.rollout_rs={_get(correction, 'rollout_rs', None)} is refused with "
+            f"{ESTIMATOR_NAME} (unless algorithm.rollout_correction.bypass_mode=true): verl's rejection sampling "
+            "zeroes a rejected response's response_mask before the advantages are computed, so the estimator takes "
+            "it for padding and leaves it out of its group's mean and std. Set rollout_rs=null, or bypass_mode=true "
+            "(rejection in the actor's loss, after the advantages)")
+    return problems
+
+
 def settings_from_config(config: Any) -> dict[str, Any]:
     """rho, seed, eps and the advantage mode from verl's `algorithm` config (a DictConfig,
-    an AlgoConfig or None); refuses a KL penalty in the reward, which overwrites the bits."""
-    def get(node: Any, key: str, default: Any) -> Any:
-        if node is None:
-            return default
-        value = node.get(key, default) if hasattr(node, "get") else getattr(node, key, default)
-        return default if value is None else value
-
-    if get(config, "use_kl_in_reward", False):
-        raise ValueError(f"{ESTIMATOR_NAME} needs algorithm.use_kl_in_reward=false: the KL penalty is added to "
-                         "the reward and erases the truncation mask's facts (MicroCoder-GRPO uses no KL at all)")
-    ours = get(config, "microcoder", None)
+    an AlgoConfig or None); refuses what `refused_algorithm_settings` names."""
+    problems = refused_algorithm_settings(config)
+    if problems:
+        raise ValueError(problems[0])
+    ours = _get(config, "microcoder", None)
     settings = {
-        "rho": float(get(ours, "rho", DEFAULT_RHO)),
-        "seed": int(get(ours, "seed", DEFAULT_SEED)),
-        "eps": float(get(ours, "eps", DEFAULT_EPS)),
-        "mode": "group_std" if get(config, "norm_adv_by_std_in_grpo", True) else "none",
+        "rho": float(_get(ours, "rho", DEFAULT_RHO)),
+        "seed": int(_get(ours, "seed", DEFAULT_SEED)),
+        "eps": float(_get(ours, "eps", DEFAULT_EPS)),
+        "mode": "group_std" if _get(config, "norm_adv_by_std_in_grpo", True) else "none",
     }
     if not 0.0 <= settings["rho"] <= 1.0:
         raise ValueError(f"algorithm.microcoder.rho must be in [0, 1], got {settings['rho']}")

@@ -4,9 +4,10 @@
 `__init__` loads every entry point of that group (unless VERL_USE_EXTERNAL_PLUGINS is
 "none", or a list of names without "microcoder"), so every process that imports verl (the
 driver, each Ray worker) has the estimator without a line of user code. verl swallows a
-plugin's import error (logged at debug level); if `algorithm.adv_estimator=microcoder_grpo`
-then fails with "Unknown advantage estimator", run
-`python -c "import microcoder.integrations.verl.plugin"` in that environment to see why.
+plugin's import error (logged at debug level), and a run would only fail with "Unknown
+advantage estimator" at its first advantage step; `python -m
+microcoder.integrations.verl.preflight CONFIG` resolves the estimator in a Ray worker
+before the run and says why it is missing.
 """
 
 from microcoder.integrations.verl.advantage import register

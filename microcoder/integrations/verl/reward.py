@@ -14,15 +14,24 @@ come from `reward.custom_reward_function.reward_kwargs`. A synchronous function 
 one runs in the worker's default thread pool, so several calls overlap: the evaluator
 below is thread-safe and shared by them.
 
-What `ground_truth` must hold: one problem of ours as JSON (`Problem.model_dump_json()`,
-the format of docs/formats.md: kind, tests, entry_point for call problems, limits,
-checker). `microcoder.integrations.verl.data` writes such parquet files from a problems
-JSONL.
+What `ground_truth` must hold, either:
+- a reference, `{"ref": <problem id>, "sha256": <digest>}` (problem_store.py), which
+  `microcoder.integrations.verl.data` writes by default: the problem is read from
+  `reward_kwargs.problems_files` (JSONL files every reward worker can read), once per
+  worker, and refused if its digest differs from the one the row pins; or
+- one problem of ours as JSON (`Problem.model_dump_json()`, the format of docs/formats.md:
+  kind, tests, entry_point for call problems, limits, checker): the converter's --inline.
 
 What it returns (every key lands in verl's reward_extra_info, one value per response):
     score         1.0 if the program passed every test, else 0.0 (0.0 for judge_error too)
     acc           the same, under the name verl's metrics and DAPO's filter_groups use
+    acc_scored    the same, but None for a judge_error: verl's validation metrics leave None
+                  out, so `val-aux/<source>/acc_scored/mean@N` is accuracy over scorable
+                  responses, as our own summaries count it (`acc` counts a judge_error as 0,
+                  and verl's v1 validation counts a None `acc` as 0 too)
     verdict       the evaluator's verdict (accepted, wrong_answer, ..., no_code, judge_error)
+    error         why a judge_error is one (the evaluator's detail, or the exception the
+                  reward manager caught), else ""
     non_incorrect not judged wrong: accepted or no_code (the mask's condition)
     unscorable    judge_error: a broken problem or a sandbox fault, never the model's doing
 and, when `MicroCoderRewardManager` passed the response's tokens in
@@ -41,10 +50,13 @@ import atexit
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from microcoder.algorithms.masking import UNSCORABLE_VERDICTS, is_repetitive, non_incorrect
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+from microcoder.integrations.verl.problem_store import ProblemStore, parse_reference
 from microcoder.problems import Problem
 
 # The paper's m; the TRL presets use 32 for their 128-token responses.
@@ -91,8 +103,30 @@ _problems: OrderedDict[bytes, Problem] = OrderedDict()  # digest of the ground t
 _problems_lock = threading.Lock()
 
 
-def parse_ground_truth(ground_truth: str) -> Problem:
-    """The Problem a `ground_truth` string holds.
+_stores: dict[tuple[str, ...], ProblemStore] = {}  # problems_files -> its store, one per process
+_stores_lock = threading.Lock()
+PROBLEMS_FILES_KEY = "reward.custom_reward_function.reward_kwargs.problems_files"
+
+
+def problem_store(problems_files: str | Sequence[str] | None) -> ProblemStore:
+    """This process's store of `problems_files`, read on first use (one read per reward worker)."""
+    if not problems_files:
+        raise ValueError(f"the dataset names its problems by reference, but {PROBLEMS_FILES_KEY} is not set: "
+                         "list the problems JSONL files the parquet was converted from")
+    paths = (problems_files,) if isinstance(problems_files, (str, Path)) else tuple(problems_files)
+    resolved = tuple(str(Path(path).resolve()) for path in paths)
+    with _stores_lock:
+        if resolved not in _stores:
+            missing = [path for path in resolved if not Path(path).is_file()]
+            if missing:
+                raise FileNotFoundError(f"{PROBLEMS_FILES_KEY}: {', '.join(missing)} not found (this process's "
+                                        f"working directory: {Path.cwd()}; give absolute paths every node can read)")
+            _stores[resolved] = ProblemStore(resolved)
+        return _stores[resolved]
+
+
+def parse_ground_truth(ground_truth: str, problems_files: str | Sequence[str] | None = None) -> Problem:
+    """The Problem a `ground_truth` string holds or names (a reference: see problem_store.py).
 
     The last PROBLEM_CACHE_SIZE problems are kept, keyed by a digest of the string (not the
     string itself, which can be megabytes of tests): a prompt's G responses share one.
@@ -104,7 +138,11 @@ def parse_ground_truth(ground_truth: str) -> Problem:
         if key in _problems:
             _problems.move_to_end(key)
             return _problems[key]
-    problem = Problem.model_validate_json(ground_truth)
+    reference = parse_reference(ground_truth)
+    if reference is not None:
+        problem = problem_store(problems_files).get(*reference)
+    else:
+        problem = Problem.model_validate_json(ground_truth)
     with _problems_lock:
         _problems[key] = problem
         _problems.move_to_end(key)
@@ -120,9 +158,18 @@ def mask_facts(verdict: str, response_ids: list[int], truncated: bool, repetitio
     return {"truncated": truncated, "repetitive": repetitive, "qualifying": qualifying}
 
 
+def judged(verdict: str, reward: float, error: str = "") -> dict[str, Any]:
+    """The returned keys that follow from the verdict alone (see the module docstring)."""
+    unscorable = verdict in UNSCORABLE_VERDICTS
+    score = 0.0 if unscorable else float(reward)
+    return {"score": score, "acc": score, "acc_scored": None if unscorable else score, "verdict": verdict,
+            "error": error if unscorable else "", "non_incorrect": non_incorrect(verdict), "unscorable": unscorable}
+
+
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, *,
                   evaluator_workers: int = 0, mode: str = "robust", time_limit_scale: float = 1.0,
-                  repetition_m: int = DEFAULT_REPETITION_M, **_: Any) -> dict[str, Any]:
+                  repetition_m: int = DEFAULT_REPETITION_M, problems_files: str | Sequence[str] | None = None,
+                  **_: Any) -> dict[str, Any]:
     """Judge one response; see the module docstring for the arguments and the returned keys.
 
     Keyword settings (from `reward.custom_reward_function.reward_kwargs`):
@@ -131,17 +178,16 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
         mode: "robust" (our comparison rules) or "strict" (LiveCodeBench's).
         time_limit_scale: multiplies every test's CPU limit (> 1 on slower machines).
         repetition_m: the repetition window m in tokens.
+        problems_files: the JSONL files that referenced problems are read from (absolute
+            paths, or relative to the reward worker's working directory).
     Other keyword arguments verl may pass (reward_router_address, ...) are ignored.
     """
-    problem = parse_ground_truth(ground_truth)
+    problem = parse_ground_truth(ground_truth, problems_files)
     evaluator = shared_evaluator(EvaluatorConfig(workers=evaluator_workers, mode=mode,
                                                  time_limit_scale=time_limit_scale))
     result = evaluator.evaluate({problem.id: problem}, [Sample(problem.id, response=solution_str)])[0]
+    out = judged(result.verdict, result.reward, result.detail)
     verdict = result.verdict
-    unscorable = verdict in UNSCORABLE_VERDICTS
-    score = 0.0 if unscorable else float(result.reward)
-    out: dict[str, Any] = {"score": score, "acc": score, "verdict": verdict,
-                           "non_incorrect": non_incorrect(verdict), "unscorable": unscorable}
     tokens = (extra_info or {}).get("microcoder")
     if tokens is not None:
         out.update(mask_facts(verdict, list(tokens["response_ids"]), bool(tokens["truncated"]), repetition_m))

@@ -26,6 +26,10 @@ dict as reward_extra_info) and adds:
   plain values. several_outputs: verl's agent loop handed over a session of more than one
   output (a multi-turn agent loop that returns one per turn); the response judged is the
   last, as in verl's managers, and the estimator refuses the batch (advantage.py says why).
+- a reward function that raises on a response makes that response a judge_error (logged at
+  ERROR with the traceback, the exception in reward_extra_info["error"]) instead of
+  failing its agent-loop session, which verl would log and then train on the group's
+  other responses; the returned keys are ours, as `compute_score` returns them.
 
 The reward function must be ours (`custom_reward_function` as above) or return the same
 keys: without `custom_reward_function` verl passes its `default_compute_score`, which
@@ -45,6 +49,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
 from microcoder.algorithms.masking import is_truncated
+from microcoder.integrations.verl.reward import DEFAULT_REPETITION_M, judged, mask_facts
 from microcoder.integrations.verl.reward import compute_score as microcoder_compute_score
 from microcoder.integrations.verl.score_bits import encode_score
 from microcoder.policy.generation import eos_token_ids as trainer_eos_token_ids
@@ -98,10 +103,23 @@ class MicroCoderRewardManager(RewardManagerBase):
         self.is_async = inspect.iscoroutinefunction(self.compute_score)
         self.max_response_length = int(config.actor_rollout_ref.rollout.response_length)
         self.eos_token_ids = frozenset(eos_token_ids(config.actor_rollout_ref.model.get("path"), tokenizer))
+        reward_kwargs = (config.reward.get("custom_reward_function") or {}).get("reward_kwargs") or {}
+        self.repetition_m = int(reward_kwargs.get("repetition_m", DEFAULT_REPETITION_M))
 
     def truncated(self, response_ids: list[int]) -> bool:
         """Reached the length limit without EOS (ending with an EOS exactly at the limit is finished)."""
         return is_truncated(response_ids, self.max_response_length, self.eos_token_ids)
+
+    def judge_failure(self, error: Exception, extra_info: dict) -> dict:
+        """The result for a response whose reward function raised: a judge_error (out of its
+        group's baseline, advantage 0), logged at ERROR with the traceback, the exception in
+        reward_extra_info["error"]. Raising instead would make verl mark the whole group
+        failed and train on its other responses, with the failure only in the worker's log."""
+        logger.error("compute_score raised on problem %s; the response counts as a judge_error",
+                     extra_info.get("problem_id", "?"), exc_info=error)
+        tokens = extra_info["microcoder"]
+        return {**judged("judge_error", 0.0, f"{type(error).__name__}: {error}"),
+                **mask_facts("judge_error", tokens["response_ids"], tokens["truncated"], self.repetition_m)}
 
     async def run_single(self, data: DataProto) -> dict:
         # data: one agent-loop session, one row per output (verl's single_turn_agent: one)
@@ -120,10 +138,13 @@ class MicroCoderRewardManager(RewardManagerBase):
         extra_info["microcoder"] = {"response_ids": response_ids, "truncated": self.truncated(response_ids)}
         kwargs = {"data_source": item.non_tensor_batch["data_source"], "solution_str": text,
                   "ground_truth": item.non_tensor_batch["reward_model"]["ground_truth"], "extra_info": extra_info}
-        if self.is_async:
-            result = await self.compute_score(**kwargs)
-        else:
-            result = await self.loop.run_in_executor(None, lambda: self.compute_score(**kwargs))
+        try:
+            if self.is_async:
+                result = await self.compute_score(**kwargs)
+            else:
+                result = await self.loop.run_in_executor(None, lambda: self.compute_score(**kwargs))
+        except Exception as error:  # noqa: BLE001 - one response's judge failed: it is unscorable, not fatal
+            result = self.judge_failure(error, extra_info)
         missing = [key for key in REQUIRED_KEYS if not isinstance(result, dict) or key not in result]
         if missing:
             raise ValueError(f"compute_score returned no {missing}: " + WRONG_REWARD_FUNCTION)

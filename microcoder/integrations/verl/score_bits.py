@@ -31,13 +31,17 @@ of its magnitude). verl's own reward metrics (critic/score, val reward means) re
 coded float: 1 reads as at most 1 + 5 * 2^-23 (about 1.0000006; marker and qualifying
 set), 0 as a float32 denormal of at most 15 * 2^-149 (about 2e-44). The plain reward and the facts are
 also in reward_extra_info ("score", "acc", "verdict", "truncated", "qualifying", ...),
-exact, for logs, dumps and DAPO's filter_groups metric (use "acc").
+exact, for logs, dumps and DAPO's filter_groups metric (use "acc"; "reward" reads the
+coded floats, whose flags make equal rewards unequal, and is refused).
 
 The bits survive what verl does with the reward on the way (python float -> float32
 rm_scores -> TransferQueue -> padded tensor; the estimator reads the coded value itself,
-never a sum, so a flush of denormals to zero in arithmetic cannot touch it). They do not
-survive a KL penalty in the reward (`algorithm.use_kl_in_reward`), which the estimator
-refuses, nor a cast to bfloat16 or float16, which it refuses too.
+never a sum of it with anything). They do not survive a KL penalty in the reward
+(`algorithm.use_kl_in_reward`), which the estimator refuses, nor a cast to bfloat16 or
+float16, which it refuses too. Nor flush-to-zero: with FTZ/DAZ on in the process that
+converts the reward to float32 (torch.set_flush_denormal(True), a library built with
+-ffast-math), a coded 0, a denormal, is stored as 0; the estimator's error for a reward
+of exactly 0 says so, and the preflight checks for it in a Ray worker.
 """
 
 from __future__ import annotations
@@ -79,7 +83,8 @@ def decode_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
         `group_advantages` expects); qualifying, unscorable, several_outputs: (B,) bool.
 
     Raises ValueError when a score lacks the marker bit: it was not written by
-    `encode_score` (verl's own reward manager, or something changed the reward after us).
+    `encode_score` (verl's own reward manager, or something changed the reward after us),
+    or, for a score of exactly 0, flush-to-zero erased a coded 0 (the message says which).
     """
     if scores.dtype != torch.float32:
         raise ValueError(f"scores must be float32 (verl's rm_scores), got {scores.dtype}")
@@ -87,11 +92,18 @@ def decode_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
     unmarked = (bits & MARKER_BIT) == 0
     if bool(unmarked.any()):
         rows = torch.nonzero(unmarked).squeeze(-1).tolist()[:5]
+        zeros = int((bits[unmarked] == 0).sum())
+        flushed = (
+            f" {zeros} of them are exactly 0: a coded reward is never 0 (a coded 0 is a denormal, about 6e-45), so "
+            "either these come from another reward manager, or flush-to-zero (FTZ/DAZ: "
+            "torch.set_flush_denormal(True), a library built with -ffast-math) is on in a process on the "
+            "reward's path and stored the coded 0 as 0 (`python -m microcoder.integrations.verl.preflight "
+            "CONFIG` checks for it)." if zeros else "")
         raise ValueError(
             f"{int(unmarked.sum())} rewards (rows {rows}...) do not carry the truncation mask's facts: "
             "set reward.reward_manager to microcoder's MicroCoderRewardManager (source: importlib, "
             "module.path: pkg://microcoder.integrations.verl.reward_manager) and keep "
-            "algorithm.use_kl_in_reward false; see microcoder/integrations/verl/score_bits.py")
+            "algorithm.use_kl_in_reward false; see microcoder/integrations/verl/score_bits.py." + flushed)
     qualifying = (bits & QUALIFYING_BIT) != 0
     unscorable = (bits & UNSCORABLE_BIT) != 0
     several_outputs = (bits & SEVERAL_OUTPUTS_BIT) != 0
