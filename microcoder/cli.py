@@ -272,14 +272,18 @@ def experiment_run(
 def experiment_report(
     root: Path = typer.Argument(Path("runs/experiments"), help="A grid folder, or a folder of grids."),
     docs: Path = typer.Option(None, "--docs", help="Also publish each grid here: DOCS/<spec>.png, DOCS/data/<spec>/ "
-                              "(spec and per-run metrics, no checkpoints) and the numbers block of DOCS/<spec>.md."),
+                              "(spec and per-run metrics, no checkpoints), the verdict table and numbers block of "
+                              "DOCS/<spec>.md, and the summary table of DOCS/README.md."),
 ) -> None:
-    """Per grid: figure.png (mean and band over seeds, one colour per arm) and report.md (the numbers)."""
+    """Per grid: the findings' verdicts by the stated rule (printed), figure.png (mean and band over
+    seeds, one colour per arm) and report.md (verdicts and numbers)."""
     from microcoder.experiments.report import report_all
 
     try:
         for figure, report in report_all(root, docs):
-            print(f"{figure}\n{report}")
+            text = report.read_text(encoding="utf-8")
+            print(text.split("\n## Numbers\n", 1)[0].rstrip())
+            print(f"\n{figure}\n{report}\n")
     except (ValueError, FileNotFoundError) as error:
         _fail(Console(), error)
 

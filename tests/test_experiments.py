@@ -14,9 +14,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from microcoder.experiments.report import NUMBERS_BEGIN, report_all
+from microcoder.experiments.report import NUMBERS_BEGIN, VERDICTS_BEGIN, report_all
 from microcoder.experiments.runner import run_experiment, run_state
 from microcoder.experiments.spec import load_spec
+from microcoder.experiments.verdict import paired_verdict, value_at
+from microcoder.training.plots import read_metrics
 from microcoder.training.run import run_training
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
@@ -63,9 +65,40 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
     assert figure.is_file() and figure.stat().st_size > 10_000
     text = report.read_text()
     for arm in ("base_lr", "high_lr"):
-        rows = [line for line in text.splitlines() if line.startswith(f"| {arm} |")]
-        assert len(rows) == 3 and all(line.endswith("| 2 | 2 |") for line in rows)  # last step 2, two seeds
+        rows = [line for line in text.splitlines() if line.startswith(f"| {arm} |") and "| 2 | 2 |" in line]
+        assert len(rows) == 3  # one per metric: last step 2, two seeds
     assert "Runs not finished: none." in text and "> A test grid; no finding." in text
+    # The declared finding gets a verdict computed from the runs: high_lr - base_lr of each
+    # seed's mean ratio_deviation over steps 1-2, paired by seed.
+    differences = []
+    for seed in (0, 1):
+        means = [value_at(read_metrics(grid / arm / f"seed-{seed}" / "metrics.jsonl"), "ratio_deviation", [1, 2])
+                 for arm in ("high_lr", "base_lr")]
+        differences.append(means[0] - means[1])
+    verdict = paired_verdict(differences, "greater")
+    [row] = [line for line in text.splitlines() if line.startswith("| 1 | A higher learning rate")]
+    assert f"0: {differences[0]:+.3f}, 1: {differences[1]:+.3f}" in row and f"**{verdict.verdict}**" in row
+    assert f"{verdict.mean:+.3f} +- {verdict.se:.3f} | {2 * verdict.se:.3f} |" in row
+
+    # A control that another spec repeats (the same resolved config and seed) is not trained
+    # again: its folder records the finished run, and the report reads that run.
+    shared_spec = write_spec(tmp_path, name="tiny_shared", findings=[], arms={"control": []})
+    outcomes = run_experiment(shared_spec, tmp_path, train=refuse, log=lambda line: None)
+    assert [(o.arm, o.seed, o.status) for o in outcomes] == [("control", 0, "shared"), ("control", 1, "shared")]
+    record = tmp_path / "tiny_shared" / "control" / "seed-1"
+    assert sorted(path.name for path in record.iterdir()) == ["config.yaml", "shared.yaml"]
+    assert yaml.safe_load((record / "shared.yaml").read_text()) == {"run": "tiny/base_lr/seed-1"}
+    assert run_state(record) == "finished"
+    report = dict((path.parent.name, path) for _, path in report_all(tmp_path))["tiny_shared"]
+    shared_rows = [line.split("|", 2)[2] for line in report.read_text().splitlines() if line.startswith("| control |")]
+    assert shared_rows and shared_rows == [line.split("|", 2)[2] for line in text.splitlines()
+                                           if line.startswith("| base_lr |")]
+    assert "Shared runs (the same resolved config and seed, run once and read from there): " \
+           "control/seed-0 is tiny/base_lr/seed-0; control/seed-1 is tiny/base_lr/seed-1." in report.read_text()
+    # any other config trains (here: refuses to, which shows it was asked)
+    shared_spec = write_spec(tmp_path, name="tiny_shared", findings=[], arms={"other": ["learning_rate=0.02"]})
+    with pytest.raises(Interrupted):
+        run_experiment(shared_spec, tmp_path, train=refuse, log=lambda line: None)
 
 
 def test_a_bad_arm_fails_before_any_run(tmp_path):
@@ -83,6 +116,8 @@ def write_spec(tmp_path: Path, **changes) -> Path:
     """The tiny spec with `changes` (base made absolute), written under tmp_path."""
     raw = yaml.safe_load(SPEC.read_text())
     raw["base"] = str((SPEC.parent / raw["base"]).resolve())
+    if "arms" in changes:  # the tiny spec's computed finding names its own arms
+        raw["findings"] = [finding for finding in raw["findings"] if isinstance(finding, str)]
     raw.update(changes)
     path = tmp_path / f"{raw['name']}.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -91,6 +126,10 @@ def write_spec(tmp_path: Path, **changes) -> Path:
 
 class Interrupted(Exception):
     pass
+
+
+def refuse(config, resume):
+    raise Interrupted(f"asked to train {config.run_dir}")
 
 
 def test_a_length_extension_arm_trains_its_phases_in_order_and_resumes_between_them(tmp_path):
@@ -176,7 +215,7 @@ def test_an_arm_may_bring_its_own_base_configs_layered_in_order(tmp_path):
 def fake_run(run_dir: Path, batch: int, rows: list[dict]) -> None:
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (run_dir / "config.yaml").write_text(f"train_batch_size: {batch}\n")
+    (run_dir / "config.yaml").write_text(f"train_batch_size: {batch}\ngroup_size: 4\n")
     (run_dir / "summary.json").write_text(json.dumps({"steps": len(rows)}))
 
 
@@ -185,7 +224,9 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     grid.mkdir(parents=True)
     (grid / "spec.yaml").write_text(yaml.safe_dump({
         "name": "batch", "arms": {"small": [], "large": []}, "seeds": [0, 1], "x_axis": "relative_data",
-        "metrics": ["reward_mean", "time_split"], "findings": ["The middle wins."]}))
+        "metrics": ["reward_mean", "time_split"],
+        "findings": ["The middle wins.", {"claim": "Large ends higher", "metric": "reward_mean", "arms": ["large", "small"],
+                                          "direction": "greater"}]}))
     for arm, batch in (("small", 2), ("large", 4)):
         for seed in (0, 1):
             fake_run(grid / arm / f"seed-{seed}", batch, [
@@ -196,6 +237,11 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     docs = tmp_path / "docs"
     [(figure, report)] = report_all(tmp_path / "runs", docs=docs)
     text = report.read_text()
+    # The arms differ only in their timing: the finding comparing them is not a verdict on them.
+    idle = "**mechanism idle** (large and small are equal in every non-timing value)"
+    assert idle in text and idle in (docs / "README.md").read_text()
+    assert "| [batch](batch.md) | Large ends higher | reward_mean: large - small at last |" in (
+        docs / "README.md").read_text()
     # large: seeds 0.3 and 1.3 at step 3 -> mean 0.8, SE 0.5; last three points 0.2 and 1.2 -> 0.7 +- 0.5
     assert "| large | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | 3 | 2 |" in text
     assert "| large | seconds_rollout (all steps) | | | 8.0 +- 0.0 s | | 2 |" in text
@@ -209,12 +255,13 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert sorted(path.name for path in (published / "large" / "seed-1").iterdir()) == [
         "config.yaml", "metrics.jsonl", "summary.json"]
     page = docs / "batch.md"
-    written = page.read_text().replace("Not written yet", "Reproduced: the hand-written verdict")
+    written = page.read_text().replace("No reading written yet", "Reproduced: the hand-written verdict")
     page.write_text(written)
     [(_, redrawn)] = report_all(published, docs=docs)  # the published folder is a grid of its own
     assert redrawn.read_text() == text
     after = page.read_text()
     assert "Reproduced: the hand-written verdict" in after and after.count(NUMBERS_BEGIN) == 1
+    assert after.count(VERDICTS_BEGIN) == 1 and idle in after
     assert "| large | reward_mean | 0.600 +- 0.500 |" in after
 
 
@@ -366,3 +413,42 @@ def test_a_killed_runners_workers_end_with_it(tmp_path):
     else:
         os.kill(worker, 9)
         pytest.fail("the worker outlived its runner")
+
+
+DOCS = Path(__file__).parents[1] / "docs" / "experiments"
+
+
+def test_no_two_committed_runs_share_a_resolved_config_and_seed():
+    """A control that several specs use is run once; the other specs hold a shared record
+    (config.yaml and shared.yaml) that names the run and has the same resolved config."""
+    from microcoder.experiments.runner import load_grid_spec, run_identity, shared_target
+
+    owners: dict[str, Path] = {}
+    records = 0
+    for config in sorted((DOCS / "data").glob("*/*/seed-*/config.yaml")):
+        run = config.parent
+        identity = run_identity(run, load_grid_spec(run.parents[1]))
+        assert identity is not None, run
+        target = shared_target(run)
+        if target is None:
+            assert identity not in owners, f"{run} has the resolved config and seed of {owners[identity]}"
+            owners[identity] = run
+            continue
+        records += 1
+        assert not (run / "metrics.jsonl").exists(), f"{run}: a shared record holds no metrics of its own"
+        assert (target / "metrics.jsonl").is_file() and shared_target(target) is None, run
+        assert run_identity(target, load_grid_spec(target.parents[1])) == identity, f"{run} and {target} differ"
+    assert owners and records >= 1
+
+
+def test_the_published_specs_declare_the_findings_of_the_shipped_ones():
+    """The pages' verdicts come from the published specs (docs/experiments/data/*/spec.yaml);
+    their findings are the shipped specs' own, so a verdict is the one the spec declares."""
+    from microcoder.experiments.runner import load_grid_spec
+
+    published = sorted((DOCS / "data").glob("*/spec.yaml"))
+    assert {path.parent.name for path in published} == {path.stem for path in SPECS}
+    for path in published:
+        spec, _ = load_spec(Path(__file__).parents[1] / "configs" / "experiments" / f"{path.parent.name}.yaml")
+        assert load_grid_spec(path.parent).findings == spec.findings, path
+        assert spec.computed_findings, path

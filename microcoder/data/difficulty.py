@@ -2,7 +2,7 @@
 
 - The source's own label (`difficulty`: LeetCode's Easy/Medium/Hard, ...) is kept as is.
 - With `estimate_pass_rate`, the model answers each problem `samples_per_problem`
-  times (chat prompt from `render_prompt`, sampling from `training.generation`, the
+  times (chat prompt from `render_prompt`, sampling from `policy.generation`, the
   vLLM backend when a GPU and vLLM are present) and the evaluator judges every answer;
   `metadata.pass_rate = {"model", "n", "accepted", "rate"}`. Rates are cached per
   problem and model settings in `difficulty/pass_rates.jsonl`, written after each

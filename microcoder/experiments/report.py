@@ -7,17 +7,24 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   mean +- one standard error as a band. A step enters an arm's mean only where every seed
   of that arm logged the metric. The "time_split" panel is one stacked bar per arm: mean
   seconds per step in rollout, reward and update.
-- `report.md`: the paper's findings (quoted from the spec), then per arm and metric the
-  first and last logged value (mean +- standard error over seeds, and n), the mean over
-  the last three logged points, and the seeds that have not finished. While a grid is in
-  progress, an arm with a finished run is drawn and reported from its finished runs only. Verdicts are
-  written by hand from these numbers (docs/experiments/); the report states numbers only.
+- `figure-<axis>.png` for each of the spec's `budget_axes`: the same panels against the
+  cumulative training budget (groups generated, responses judged, or seconds of rollout +
+  reward waited for + update), the mean over seeds of both coordinates at each step.
+- `report.md`: per finding of the spec, the verdict by the rule of
+  microcoder.experiments.verdict (paired-by-seed difference, SE, MDE = 2 SE, the paper's
+  effect); then per arm and metric the first and last logged value (mean +- standard
+  error over seeds, and n), the mean over the last three logged points after step 0, the
+  budget each arm spent, which runs are shared with another grid, and the seeds that have
+  not finished. While a grid is in progress, an arm with a finished run is drawn and
+  reported from its finished runs only.
 
-With `docs`, each grid is also published for the repository: DOCS/<spec>.png (the
-figure), DOCS/data/<spec>/ (spec.yaml and each run's metrics.jsonl, config.yaml and
-summary.json: a grid folder this command redraws from, no checkpoints), and
-DOCS/<spec>.md, whose numbers block (between the NUMBERS markers) is rewritten while the
-hand-written verdict around it is kept.
+With `docs`, each grid is also published for the repository: DOCS/<spec>.png (and its
+budget figures), DOCS/data/<spec>/ (spec.yaml and each run's metrics.jsonl, config.yaml and
+summary.json, or a shared run's config.yaml and shared.yaml: a grid folder this command
+redraws from, no checkpoints), and DOCS/<spec>.md, whose verdict table (between the
+VERDICTS markers) and numbers block (between the NUMBERS markers) are rewritten while the
+hand-written text around them is kept. DOCS/README.md's summary table (between the
+SUMMARY markers) is rewritten from every grid published under DOCS/data.
 """
 
 from __future__ import annotations
@@ -29,7 +36,11 @@ from pathlib import Path
 
 import yaml
 
-from microcoder.experiments.runner import load_grid_spec, run_state, visible_reward_seconds
+from microcoder.experiments.runner import (SHARED_FILE, load_grid_spec, resolve_run, run_state, shared_target,
+                                           visible_reward_seconds)
+from microcoder.experiments.spec import Finding
+from microcoder.experiments.verdict import (RULE, Verdict, identical_arms, mechanism_value, paired_verdict,
+                                            value_at)
 from microcoder.training.plots import METRICS_FILE, read_metrics, series
 
 # The reward's share is the time the step waited for the judge: with reward_overlap the
@@ -38,7 +49,17 @@ from microcoder.training.plots import METRICS_FILE, read_metrics, series
 TIME_SPLIT = ("seconds_rollout", "seconds_reward_visible", "seconds_update")
 NUMBERS_BEGIN = "<!-- NUMBERS: written by `microcoder experiment report --docs`; edits here are lost -->"
 NUMBERS_END = "<!-- /NUMBERS -->"
+VERDICTS_BEGIN = "<!-- VERDICTS: written by `microcoder experiment report --docs` by the rule below; edits here are lost -->"
+VERDICTS_END = "<!-- /VERDICTS -->"
+SUMMARY_BEGIN = "<!-- SUMMARY: written by `microcoder experiment report --docs` from every grid in data/; edits here are lost -->"
+SUMMARY_END = "<!-- /SUMMARY -->"
 PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
+SHARED_FILES = ("config.yaml", SHARED_FILE)
+BUDGET_AXES = {"groups_generated": "groups generated (cumulative)",
+               "responses_judged": "responses judged (cumulative)",
+               "seconds": "seconds: rollout + reward waited for + update (cumulative)"}
+SUMMARY_ORDER = ("main", "evaluator", "evaluator_decimal", "temperature", "data", "context_length", "truncation_mask",
+                 "batch_size", "kl_clip")
 
 
 def with_visible_reward(rows: list[dict]) -> list[dict]:
@@ -47,9 +68,23 @@ def with_visible_reward(rows: list[dict]) -> list[dict]:
             for row in rows]
 
 
+def seed_of(run_dir: Path) -> int:
+    return int(run_dir.name.split("-", 1)[1])
+
+
 def seed_dirs(arm_dir: Path) -> list[Path]:
-    return sorted((path for path in arm_dir.glob("seed-*") if (path / METRICS_FILE).is_file()),
-                  key=lambda path: int(path.name.split("-", 1)[1]))
+    """An arm's run folders that have metrics, or a shared record, by seed."""
+    return sorted((path for path in arm_dir.glob("seed-*")
+                   if (path / METRICS_FILE).is_file() or (path / SHARED_FILE).is_file()), key=seed_of)
+
+
+def run_metrics(run_dir: Path) -> list[dict]:
+    """A run's metrics rows, read through a shared record to the run that holds them."""
+    source = resolve_run(run_dir)
+    if not (source / METRICS_FILE).is_file():
+        raise FileNotFoundError(f"{run_dir / SHARED_FILE}: names {source}, which has no {METRICS_FILE} "
+                                "(publish or keep the grid it belongs to beside this one)")
+    return read_metrics(source / METRICS_FILE)
 
 
 def reported_runs(arm_dir: Path) -> list[Path]:
@@ -59,7 +94,15 @@ def reported_runs(arm_dir: Path) -> list[Path]:
     that died at start (an empty metrics file) would empty it."""
     runs = seed_dirs(arm_dir)
     finished = [run for run in runs if run_state(run) == "finished"]
-    return finished or [run for run in runs if read_metrics(run / METRICS_FILE)]
+    return finished or [run for run in runs if run_metrics(run)]
+
+
+def seed_runs(grid: Path, spec) -> dict[str, dict[int, list[dict]]]:
+    """arm -> seed -> metrics rows (seconds_reward_visible filled in) of its reported runs;
+    arms without one are left out."""
+    arms = {arm: {seed_of(run): with_visible_reward(run_metrics(run)) for run in reported_runs(grid / arm)}
+            for arm in spec.arms}
+    return {arm: runs for arm, runs in arms.items() if runs}
 
 
 def mean_and_error(values: list[float]) -> tuple[float, float]:
@@ -82,10 +125,11 @@ def arm_curve(runs: list[list[dict]], key: str) -> tuple[list[int], list[float],
 
 
 def tail_mean(runs: list[list[dict]], key: str, points: int = 3) -> tuple[float, float] | None:
-    """Mean +- SE over seeds of each seed's mean over its last `points` logged values of `key`."""
+    """Mean +- SE over seeds of each seed's mean over its last `points` logged values of
+    `key` after step 0 (a held-out value at step 0 is the untrained model's)."""
     per_seed = []
     for rows in runs:
-        values = series(rows, key)[1]
+        values = [value for step, value in zip(*series(rows, key)) if step > 0]
         if values:
             per_seed.append(statistics.fmean(values[-points:]))
     return mean_and_error(per_seed) if per_seed else None
@@ -102,12 +146,112 @@ def batch_sizes(grid: Path, arms: list[str]) -> dict[str, int]:
     return sizes
 
 
+def group_sizes(grid: Path, arms: list[str]) -> dict[str, int]:
+    """Each arm's group_size (responses per prompt), read from its first run's config.yaml."""
+    sizes = {}
+    for arm in arms:
+        for run in seed_dirs(grid / arm):
+            if (run / "config.yaml").is_file():
+                sizes[arm] = int(yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))["group_size"])
+                break
+    return sizes
+
+
+def cumulative_budget(rows: list[dict], group_size: int) -> dict[int, dict[str, float]]:
+    """step -> the training budget spent up to and including it: groups generated (with
+    DAPO's refill rounds), responses judged (groups x group_size: every generated response
+    is judged, kept or not) and seconds (rollout + reward waited for + update; held-out
+    evaluations not counted). Step 0 (before training) is all zeros."""
+    spent = {"groups_generated": 0.0, "responses_judged": 0.0, "seconds": 0.0}
+    budget = {0: dict(spent)}
+    for row in rows:
+        if row.get("step", 0) <= 0 or "groups_generated" not in row:
+            continue
+        spent["groups_generated"] += row["groups_generated"]
+        spent["responses_judged"] += row["groups_generated"] * group_size
+        if "seconds_rollout" in row:
+            spent["seconds"] += row["seconds_rollout"] + visible_reward_seconds(row) + row["seconds_update"]
+        budget[int(row["step"])] = dict(spent)
+    return budget
+
+
+def finding_result(finding: Finding, runs: dict[str, dict[int, list[dict]]]) -> tuple[Verdict, dict[int, float]]:
+    """(verdict, per-seed differences) of one finding over an arm -> seed -> rows mapping."""
+    def value(rows: list[dict], change: bool) -> float | None:
+        later = value_at(rows, finding.metric, finding.at)
+        if not change:
+            return later
+        earlier = value_at(rows, finding.metric, finding.baseline)
+        return None if later is None or earlier is None else later - earlier
+
+    first = runs.get(finding.arms[0], {})
+    differences = {}
+    idle = None
+    if len(finding.arms) == 2:
+        second = runs.get(finding.arms[1], {})
+        for seed in sorted(set(first) & set(second)):
+            a, b = value(first[seed], finding.change), value(second[seed], finding.change)
+            if a is not None and b is not None:
+                differences[seed] = a - b
+        if identical_arms(first, second):
+            idle = f"{finding.arms[0]} and {finding.arms[1]} are equal in every non-timing value"
+    else:
+        for seed in sorted(first):
+            change = value(first[seed], True)
+            if change is not None:
+                differences[seed] = change
+    if idle is None and finding.mechanism is not None:
+        mechanism = finding.mechanism
+        arm = mechanism.arm or finding.arms[0]
+        acted = mechanism_value(list(runs.get(arm, {}).values()), mechanism.metric, mechanism.reduce)
+        if acted is None or acted < mechanism.at_least:
+            shown = "never logged" if acted is None else f"{acted:.4g}"
+            idle = f"{arm}'s {mechanism.reduce} {mechanism.metric} is {shown}, under {mechanism.at_least:g}"
+    verdict = paired_verdict(list(differences.values()), finding.direction, finding.untestable, idle)
+    return verdict, differences
+
+
+def signed(value: float | None) -> str:
+    """+0.123 / -0.123; a value that rounds to zero is +0.000 (never -0.000)."""
+    return "-" if value is None else f"{round(value, 3) + 0.0:+.3f}"
+
+
+def mean_cell(verdict: Verdict) -> str:
+    if verdict.mean is None:
+        return "-"
+    return f"{signed(verdict.mean)} +- {'undefined' if verdict.se is None else f'{verdict.se:.3f}'}"
+
+
+def verdict_cell(verdict: Verdict) -> str:
+    return f"**{verdict.verdict}**" + (f" ({verdict.reason})" if verdict.reason else "")
+
+
+def verdicts_text(spec, runs: dict[str, dict[int, list[dict]]]) -> str:
+    """The findings table of a grid (markdown), with the rule; quoted claims for string findings."""
+    lines = [RULE, ""]
+    computed = spec.computed_findings
+    if computed:
+        lines += ["| # | the paper's claim | comparison | per seed | mean +- SE | MDE (2 SE) | paper's effect | verdict |",
+                  "|---|---|---|---|---|---|---|---|"]
+    for index, finding in enumerate(computed, start=1):
+        verdict, differences = finding_result(finding, runs)
+        per_seed = ", ".join(f"{seed}: {signed(value)}" for seed, value in differences.items()) or "-"
+        mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
+        effect = "-" if finding.paper_effect is None else f"{finding.paper_effect:+.3f}"
+        lines.append(f"| {index} | {finding.claim} | {finding.label} ({finding.direction} in the paper) | {per_seed} "
+                     f"| {mean_cell(verdict)} | {mde} | {effect} | {verdict_cell(verdict)} |")
+    quoted = [finding for finding in spec.findings if isinstance(finding, str)]
+    if quoted:
+        lines += ["", *(f"> {finding}" for finding in quoted), "", "(Quoted only: no comparison declared, no verdict.)"]
+    return "\n".join(lines)
+
+
 def report_grid(grid: Path) -> tuple[Path, Path]:
-    """Write grid/figure.png and grid/report.md; returns their paths."""
+    """Write grid/figure.png (and grid/figure-<axis>.png per budget axis) and grid/report.md;
+    returns the paths of the figure and the report."""
     spec = load_grid_spec(grid)
-    arms = {arm: [with_visible_reward(read_metrics(path / METRICS_FILE)) for path in reported_runs(grid / arm)]
-            for arm in spec.arms}
-    arms = {arm: runs for arm, runs in arms.items() if runs}
+    by_seed = seed_runs(grid, spec)
+    arms = {arm: list(runs.values()) for arm, runs in by_seed.items()}
     if not arms:
         raise FileNotFoundError(f"{grid}: no run has logged metrics yet")
     scale = {arm: 1.0 for arm in arms}
@@ -118,12 +262,25 @@ def report_grid(grid: Path) -> tuple[Path, Path]:
         scale = {arm: size / min(sizes.values()) for arm, size in sizes.items()}
     figure_path = grid / "figure.png"
     draw_figure(spec, arms, scale, figure_path)
+    budgets = budget_curves(grid, by_seed)
+    for axis in spec.budget_axes:
+        draw_figure(spec, arms, scale, grid / f"figure-{axis}.png", budget=(axis, budgets))
     report_path = grid / "report.md"
-    report_path.write_text(numbers_page(spec, arms, grid), encoding="utf-8")
+    report_path.write_text(f"# {spec.name}\n\n## Findings\n\n{verdicts_text(spec, by_seed)}\n\n## Numbers\n\n"
+                           f"{numbers_page(spec, arms, grid, budgets)}", encoding="utf-8")
     return figure_path, report_path
 
 
-def draw_figure(spec, arms: dict[str, list[list[dict]]], scale: dict[str, float], path: Path) -> None:
+def budget_curves(grid: Path, by_seed: dict[str, dict[int, list[dict]]]) -> dict[str, list[dict[int, dict]]]:
+    """arm -> each reported run's cumulative_budget (in the order of its runs)."""
+    sizes = group_sizes(grid, list(by_seed))
+    return {arm: [cumulative_budget(rows, sizes.get(arm, 1)) for rows in runs.values()] for arm, runs in by_seed.items()}
+
+
+def draw_figure(spec, arms: dict[str, list[list[dict]]], scale: dict[str, float], path: Path,
+                budget: tuple[str, dict[str, list[dict[int, dict]]]] | None = None) -> None:
+    """The spec's panels against step (or relative data), or with `budget` (axis, arm ->
+    each run's cumulative budget) against that budget, the mean over seeds at each step."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -134,6 +291,8 @@ def draw_figure(spec, arms: dict[str, list[list[dict]]], scale: dict[str, float]
     FigureCanvasAgg(figure)
     axes = list(figure.subplots(rows, columns, squeeze=False).flat)
     x_label = "step" if spec.x_axis == "step" else "relative data (prompts seen / smallest batch)"
+    if budget is not None:
+        x_label = BUDGET_AXES[budget[0]]
     colours = {arm: f"C{index % 10}" for index, arm in enumerate(spec.arms)}
     for axis, key in zip(axes, spec.metrics):
         if key == "time_split":
@@ -143,7 +302,16 @@ def draw_figure(spec, arms: dict[str, list[list[dict]]], scale: dict[str, float]
             steps, means, errors = arm_curve(runs, key)
             if not steps:
                 continue
-            xs = [step * scale[arm] for step in steps]
+            if budget is not None:
+                axis_name, spent = budget
+                pairs = [(x, mean, error) for step, mean, error in zip(steps, means, errors)
+                         if all(step in run for run in spent[arm])
+                         for x in [statistics.fmean(run[step][axis_name] for run in spent[arm])]]
+                if not pairs:
+                    continue
+                xs, means, errors = (list(column) for column in zip(*pairs))
+            else:
+                xs = [step * scale[arm] for step in steps]
             marker = "o" if key.startswith("heldout_accuracy") or len(steps) < 3 else None
             axis.plot(xs, means, color=colours[arm], marker=marker, markersize=4, label=f"{arm} (n={len(runs)})")
             if len(runs) > 1:
@@ -151,7 +319,7 @@ def draw_figure(spec, arms: dict[str, list[list[dict]]], scale: dict[str, float]
                                   color=colours[arm], alpha=0.2)
         axis.set_title(key)
         axis.grid(alpha=0.3)
-        if spec.x_axis == "step":
+        if spec.x_axis == "step" and budget is None:
             axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel(x_label)
     for axis in axes[len(spec.metrics):]:
@@ -164,7 +332,8 @@ def draw_figure(spec, arms: dict[str, list[list[dict]]], scale: dict[str, float]
                 labels.append(label)
     if handles:
         figure.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4))
-    figure.suptitle(f"{spec.name}: mean over seeds, band +- 1 standard error")
+    against = "" if budget is None else f" against {budget[0].replace('_', ' ')}"
+    figure.suptitle(f"{spec.name}{against}: mean over seeds, band +- 1 standard error")
     figure.savefig(path, dpi=110)
 
 
@@ -197,7 +366,7 @@ def judge_error_runs(grid: Path, spec) -> list[str]:
     found = []
     for arm in spec.arms:
         for run in reported_runs(grid / arm):
-            metrics = read_metrics(run / METRICS_FILE)
+            metrics = run_metrics(run)
             rows = [row for row in metrics if row.get("fraction_unscorable")]
             if rows:
                 worst = max(row["fraction_unscorable"] for row in rows)
@@ -210,11 +379,10 @@ def judge_error_runs(grid: Path, spec) -> list[str]:
     return found
 
 
-def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path) -> str:
-    lines = [f"# {spec.name}", ""]
-    for finding in spec.findings:
-        lines += [f"> {finding}", ""]
-    lines += ["| arm | metric | first (mean +- SE) | last (mean +- SE) | last 3 points (mean +- SE) | last step | n |",
+def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path,
+                 budgets: dict[str, list[dict[int, dict]]]) -> str:
+    lines = ["| arm | metric | first (mean +- SE) | last (mean +- SE) | last 3 points after step 0 (mean +- SE) "
+             "| last step | n |",
               "|---|---|---|---|---|---|---|"]
     for arm, runs in arms.items():
         for key in spec.metrics:
@@ -231,6 +399,22 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path) -> str:
             tail = tail_mean(runs, key)
             lines.append(f"| {arm} | {key} | {means[0]:.3f} +- {errors[0]:.3f} | {means[-1]:.3f} +- {errors[-1]:.3f} "
                          f"| {tail[0]:.3f} +- {tail[1]:.3f} | {steps[-1]} | {len(runs)} |")
+    lines += ["", "Budget spent per run (mean +- SE over seeds, to the last step): groups generated (refill "
+              "rounds counted), responses judged, and seconds of rollout + reward waited for + update "
+              "(held-out evaluations not counted).", "",
+              "| arm | groups generated | responses judged | seconds | n |", "|---|---|---|---|---|"]
+    for arm, spent in budgets.items():
+        totals = [run[max(run)] for run in spent]
+        cells = []
+        for key, digits in (("groups_generated", 1), ("responses_judged", 1), ("seconds", 0)):
+            mean, error = mean_and_error([total[key] for total in totals])
+            cells.append(f"{mean:.{digits}f} +- {error:.{digits}f}")
+        lines.append(f"| {arm} | {' | '.join(cells)} | {len(spent)} |")
+    shared = [f"{arm}/{run.name} is {shared_target(run).relative_to(grid.parent).as_posix()}"
+              for arm in spec.arms for run in seed_dirs(grid / arm) if shared_target(run) is not None]
+    if shared:
+        lines += ["", f"Shared runs (the same resolved config and seed, run once and read from there): "
+                  f"{'; '.join(shared)}."]
     unjudged = judge_error_runs(grid, spec)
     if unjudged:
         # A judge error is no reward, not a wrong answer: a run with many trained on a
@@ -247,7 +431,8 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path) -> str:
 
 
 def publish(grid: Path, docs: Path) -> Path:
-    """Copy a reported grid's figure and small per-run files under `docs`; refresh DOCS/<name>.md's numbers."""
+    """Copy a reported grid's figures and small per-run files under `docs`; refresh
+    DOCS/<name>.md's verdict table and numbers."""
     spec = load_grid_spec(grid)
     data = docs / "data" / spec.name
     data.mkdir(parents=True, exist_ok=True)
@@ -260,28 +445,78 @@ def publish(grid: Path, docs: Path) -> Path:
         for run in seed_dirs(grid / arm):
             target = data / arm / run.name
             target.mkdir(parents=True, exist_ok=True)
-            for name in PUBLISHED_FILES:
-                if (run / name).is_file():
+            names = SHARED_FILES if shared_target(run) is not None else PUBLISHED_FILES
+            for name in (*PUBLISHED_FILES, SHARED_FILE):
+                if name in names and (run / name).is_file():
                     _copy(run / name, target / name)
                 elif (target / name).is_file():
                     (target / name).unlink()  # e.g. the summary of a run that is being redone
-    _copy(grid / "figure.png", docs / f"{spec.name}.png")
-    numbers = (grid / "report.md").read_text(encoding="utf-8").split("\n", 2)[2]  # without its title
-    block = f"{NUMBERS_BEGIN}\n{numbers.strip()}\n\nFigure: [{spec.name}.png]({spec.name}.png); redraw: " \
+    figures = ["figure.png", *(f"figure-{axis}.png" for axis in spec.budget_axes)]
+    for figure in figures:
+        _copy(grid / figure, docs / f"{spec.name}{figure.removeprefix('figure')}")
+    report = (grid / "report.md").read_text(encoding="utf-8")
+    verdicts = report.split("## Findings\n", 1)[1].split("\n## Numbers\n", 1)[0].strip()
+    numbers = report.split("\n## Numbers\n", 1)[1].strip()
+    links = ", ".join(f"[{spec.name}{name.removeprefix('figure')}]({spec.name}{name.removeprefix('figure')})"
+                      for name in figures)
+    block = f"{NUMBERS_BEGIN}\n{numbers}\n\nFigures: {links}; redraw: " \
             f"`microcoder experiment report {docs / 'data' / spec.name}`.\n{NUMBERS_END}"
+    verdict_block = f"{VERDICTS_BEGIN}\n{verdicts}\n{VERDICTS_END}"
     page = docs / f"{spec.name}.md"
     if page.is_file():
         text = page.read_text(encoding="utf-8")
-        if NUMBERS_BEGIN not in text or NUMBERS_END not in text:
-            raise ValueError(f"{page}: has no NUMBERS block to refresh (markers {NUMBERS_BEGIN!r} ... {NUMBERS_END!r})")
-        head, rest = text.split(NUMBERS_BEGIN, 1)
-        text = head + block + rest.split(NUMBERS_END, 1)[1]
+        text = replace_block(page, text, NUMBERS_BEGIN, NUMBERS_END, block)
+        if VERDICTS_BEGIN not in text and "## Verdict\n" in text:  # a page from before computed verdicts
+            head, rest = text.split("## Verdict\n", 1)
+            text = f"{head}## Verdict\n\n{verdict_block}\n{rest}"
+        text = replace_block(page, text, VERDICTS_BEGIN, VERDICTS_END, verdict_block)
     else:
-        text = (f"# {spec.name}\n\n![{spec.name}]({spec.name}.png)\n\n## Verdict\n\n"
-                f"Not written yet: one verdict per finding (reproduced / not reproduced / inconclusive at this "
-                f"scale), with the numbers below that support it.\n\n## Numbers\n\n{block}\n")
+        text = (f"# {spec.name}\n\n![{spec.name}]({spec.name}.png)\n\n## Verdict\n\n{verdict_block}\n\n"
+                f"No reading written yet: what the numbers below show beside each verdict (prose explains a "
+                f"verdict, never overrides it).\n\n## Numbers\n\n{block}\n")
     page.write_text(text, encoding="utf-8")
     return page
+
+
+def replace_block(page: Path, text: str, begin: str, end: str, block: str) -> str:
+    """`text` with what lies between the markers `begin` ... `end` (both included) replaced by `block`."""
+    if begin not in text or end not in text:
+        raise ValueError(f"{page}: has no block to refresh (markers {begin!r} ... {end!r})")
+    head, rest = text.split(begin, 1)
+    return head + block + rest.split(end, 1)[1]
+
+
+def summary_table(data: Path) -> str:
+    """One row per computed finding of every grid under `data` (a published DOCS/data):
+    aspect, claim, comparison, mean +- SE, MDE, paper's effect, verdict."""
+    grids = sorted((path.parent for path in data.glob("*/spec.yaml")),
+                   key=lambda grid: (SUMMARY_ORDER.index(grid.name) if grid.name in SUMMARY_ORDER
+                                     else len(SUMMARY_ORDER), grid.name))
+    lines = [RULE, "", "| aspect | the paper's claim | comparison | mean +- SE (n) | MDE | paper's effect | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for grid in grids:
+        spec = load_grid_spec(grid)
+        runs = seed_runs(grid, spec)
+        for finding in spec.computed_findings:
+            verdict, _ = finding_result(finding, runs)
+            mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
+            effect = "-" if finding.paper_effect is None else f"{finding.paper_effect:+.3f}"
+            lines.append(f"| [{spec.name}]({spec.name}.md) | {finding.claim} | {finding.label} | "
+                         f"{mean_cell(verdict)} ({verdict.n}) | {mde} | {effect} | "
+                         f"{verdict_cell(verdict)} |")
+    return "\n".join(lines)
+
+
+def publish_summary(docs: Path) -> Path:
+    """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data."""
+    readme = docs / "README.md"
+    block = f"{SUMMARY_BEGIN}\n{summary_table(docs / 'data')}\n{SUMMARY_END}"
+    if readme.is_file():
+        text = replace_block(readme, readme.read_text(encoding="utf-8"), SUMMARY_BEGIN, SUMMARY_END, block)
+    else:
+        text = f"# Experiments\n\n## Summary\n\n{block}\n"
+    readme.write_text(text, encoding="utf-8")
+    return readme
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -302,4 +537,6 @@ def report_all(root: str | Path, docs: str | Path | None = None) -> list[tuple[P
         outputs.append(report_grid(grid))
         if docs is not None:
             publish(grid, Path(docs))
+    if docs is not None:
+        publish_summary(Path(docs))
     return outputs

@@ -12,6 +12,13 @@ A run is trained by one process at a time: it holds <arm>/seed-<k>.lock while it
 a second runner reaching that run fails it (RunInUse) instead of removing or resuming a
 folder that is still being written. Worker processes end with the runner that made them.
 
+A control shared between specs runs once per seed: before starting a fresh run, the
+runner looks under ROOT for a finished run with the same resolved config (every key but
+run_dir, after the config's own defaults) and the same schedule changes, in any grid.
+When it finds one, the run's folder gets only its config.yaml and shared.yaml (`run:
+<spec>/<arm>/seed-<k>`, relative to ROOT), and every reader (run_state, the report,
+publishing) follows that record to the run. An interrupted run is resumed, not shared.
+
 An arm with schedule changes runs as phases: phase 1 trains to its `at_step` and
 checkpoints; each next phase resumes that checkpoint with its own config (e.g. a longer
 max_new_tokens), as a user would by hand.
@@ -42,10 +49,86 @@ from pathlib import Path
 
 import yaml
 
-from microcoder.experiments.spec import ExperimentSpec, arm_phases, load_spec
+from pydantic import ValidationError
+
+from microcoder.experiments.spec import ExperimentSpec, Phase, arm_phases, load_spec
+from microcoder.training.config import TrainConfig
 from microcoder.training.plots import METRICS_FILE
 
 DEFAULT_ROOT = Path("runs/experiments")
+SHARED_FILE = "shared.yaml"
+
+
+def shared_target(run_dir: Path) -> Path | None:
+    """The run a shared record points to (ROOT/<spec>/<arm>/seed-<k>), or None for a run of its own."""
+    record = run_dir / SHARED_FILE
+    if not record.is_file():
+        return None
+    target = yaml.safe_load(record.read_text(encoding="utf-8")) or {}
+    if not isinstance(target, dict) or not isinstance(target.get("run"), str):
+        raise ValueError(f"{record}: expected a mapping with run: <spec>/<arm>/seed-<k>")
+    return run_dir.parents[2] / target["run"]
+
+
+def resolve_run(run_dir: Path) -> Path:
+    """The folder that holds a run's files: its own, or the shared run its record names."""
+    target = shared_target(run_dir)
+    if target is None:
+        return run_dir
+    if shared_target(target) is not None:
+        raise ValueError(f"{run_dir / SHARED_FILE}: points to {target}, itself a shared record; "
+                         "a record must name the run that holds the files")
+    return target
+
+
+def config_identity(config: dict, then: list[Phase]) -> str:
+    """What makes two runs the same run: the resolved config (defaults filled in, run_dir
+    left out; the seed is in it) and the arm's schedule changes, as canonical JSON.
+
+    A config.yaml from an older config schema that no longer validates is compared as it is,
+    so it matches nothing newer (the run is trained again rather than wrongly shared)."""
+    config = {key: value for key, value in config.items() if key != "run_dir"}
+    try:
+        config = TrainConfig.model_validate(config).model_dump(mode="json")
+    except ValidationError:
+        pass
+    config.pop("run_dir", None)
+    return json.dumps({"config": config, "then": [phase.model_dump() for phase in then]}, sort_keys=True)
+
+
+def run_identity(run_dir: Path, spec: ExperimentSpec) -> str | None:
+    """config_identity of a run on disk (its config.yaml and its arm in its grid's spec), or
+    None when it has no config.yaml or its arm is not in the spec."""
+    config_path = run_dir / "config.yaml"
+    arm = run_dir.parent.name
+    if not config_path.is_file() or arm not in spec.arms:
+        return None
+    return config_identity(yaml.safe_load(config_path.read_text(encoding="utf-8")), spec.arms[arm].then)
+
+
+def find_shared_run(root: Path, identity: str, exclude: Path) -> Path | None:
+    """A finished run of its own under `root` (any grid) whose identity is `identity`."""
+    for config_path in sorted(root.glob("*/*/seed-*/config.yaml")):
+        run_dir = config_path.parent
+        if run_dir == exclude or shared_target(run_dir) is not None or run_state(run_dir) != "finished":
+            continue
+        try:
+            spec = load_grid_spec(run_dir.parents[1])
+        except (OSError, ValueError, ValidationError):
+            continue  # not a grid this runner wrote
+        if run_identity(run_dir, spec) == identity:
+            return run_dir
+    return None
+
+
+def record_shared_run(run_dir: Path, target: Path, config: TrainConfig) -> None:
+    """Make `run_dir` a record of `target`: the config it would have trained, and shared.yaml."""
+    root = run_dir.parents[2]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False),
+                                         encoding="utf-8")
+    (run_dir / SHARED_FILE).write_text(yaml.safe_dump({"run": target.relative_to(root).as_posix()}, sort_keys=False),
+                                       encoding="utf-8")
 
 
 def visible_reward_seconds(row: dict) -> float:
@@ -60,14 +143,19 @@ class RunOutcome:
     seed: int
     run_dir: Path
     status: str
-    """"skipped" (finished before), "resumed", "started", or "failed" (parallel runs; see its train.log)."""
+    """"skipped" (finished before), "shared" (the same run finished in another grid or arm),
+    "resumed", "started", or "failed" (parallel runs; see its train.log)."""
     seconds: float
 
 
 def run_state(run_dir: Path, total_steps: int | None = None) -> str:
     """"finished", "interrupted" (has a checkpoint), or "fresh" (nothing to keep).
 
-    With `total_steps`, a summary of fewer steps (a phase's end) is not finished."""
+    With `total_steps`, a summary of fewer steps (a phase's end) is not finished. A shared
+    record has the state of the run it names ("fresh" if that run is gone)."""
+    if shared_target(run_dir) is not None:
+        target = resolve_run(run_dir)
+        return run_state(target, total_steps) if target.is_dir() else "fresh"
     summary = run_dir / "summary.json"
     if summary.is_file() and (total_steps is None
                               or json.loads(summary.read_text(encoding="utf-8")).get("steps") == total_steps):
@@ -251,8 +339,20 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
         if state == "finished":
             log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: finished before, skipped")
             outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "skipped", 0.0)
-        else:
-            todo.append((index, arm, seed, run_dir, state))
+            continue
+        if state == "fresh":
+            identity = config_identity(plans[arm, seed][-1].model_dump(mode="json"), spec.arms[arm].then)
+            target = find_shared_run(Path(root), identity, run_dir)
+            if target is not None:
+                with run_lock(run_dir):
+                    if run_dir.exists():
+                        shutil.rmtree(run_dir)  # a start killed before its first checkpoint
+                    record_shared_run(run_dir, target, plans[arm, seed][-1])
+                log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: the same config and seed finished "
+                    f"as {target.relative_to(Path(root)).as_posix()}, shared (not run again)")
+                outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "shared", 0.0)
+                continue
+        todo.append((index, arm, seed, run_dir, state))
 
     def announce(index: int, arm: str, seed: int, run_dir: Path, state: str, verb: str = "") -> None:
         done = [outcome.seconds for outcome in outcomes.values() if outcome.status in ("started", "resumed")]

@@ -12,7 +12,16 @@
     seeds: [0, 1, 2]
     metrics: [heldout_accuracy, reward_mean, response_length_mean, diversity]
     x_axis: step                           # or relative_data: prompts seen / the least train_batch_size
-    findings: ["No KL with high clip keeps diversity and length growing ..."]   # quoted in the report
+    budget_axes: [groups_generated, seconds]   # also figures against the cumulative budget
+    findings:                              # the paper's claims; a string is quoted only
+      - claim: "No KL with a high clip keeps diversity growing"
+        metric: diversity
+        arms: [no_kl_clip_higher, kl_symmetric]   # A - B per seed; one arm: at - baseline
+        direction: greater                 # the paper's: A > B
+        at: last                           # a step, "last", or a window [first, last]
+        paper_effect: 0.51                 # the paper's A - B in the metric's units, if known
+        untestable: "..."                  # why this scale cannot test it (then no verdict)
+        mechanism: {arm: kl_symmetric, metric: kl, reduce: max, at_least: 0.01}
     vars: {L: 64, S: 8}                    # ${L}, ${L*3/2}, ${S/2} anywhere in overrides and at_step
 
 Runs go to ROOT/<name>/<arm>/seed-<k>/ (ROOT: runs/experiments). At run time, `--var
@@ -30,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from microcoder.training.config import TrainConfig, load_config
 
@@ -64,6 +73,91 @@ FIXED_ACROSS_PHASES = ("train_batch_size", "ppo_mini_batch_size", "ppo_epochs", 
                        "problems", "heldout_problems", "heldout_size", "seed", "run_dir")
 
 X_AXES = ("step", "relative_data")
+BUDGET_AXES = ("groups_generated", "responses_judged", "seconds")
+
+
+class Mechanism(BaseModel):
+    """How to tell that what the arms differ in acted: `reduce` over every logged value of
+    `metric` in `arm`'s runs must reach `at_least`; below it the finding is "mechanism idle"."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    metric: str
+    """A metrics.jsonl key, e.g. fraction_masked, clip_fraction_high, sampling_rounds, temperature."""
+    arm: str | None = None
+    """The arm whose runs are read; None: the finding's first arm."""
+    reduce: str = "mean"
+    """"mean", "max", or "range" (max - min: a schedule that moved)."""
+    at_least: float
+    """The mechanism acted when the reduced value is at least this."""
+
+    @field_validator("reduce")
+    @classmethod
+    def _reduce(cls, value: str) -> str:
+        if value not in ("mean", "max", "range"):
+            raise ValueError("must be one of mean, max, range")
+        return value
+
+
+class Finding(BaseModel):
+    """One of the paper's claims as a computed comparison (microcoder.experiments.verdict)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    claim: str
+    """The paper's words, quoted on the page."""
+    metric: str
+    """The metrics.jsonl key compared."""
+    arms: list[str]
+    """[A, B]: A - B per seed; [A]: A at `at` minus A at `baseline`."""
+    direction: str
+    """The paper's: "greater" (A > B, or the later value is greater) or "less"."""
+    at: int | str | list[int] = "last"
+    """A step, "last" (the last logged step after 0), or a window [first, last] (the mean over its logged steps)."""
+    baseline: int = 0
+    """The step a change is measured from: always for one arm, with `change` for two (step 1 for
+    training metrics, which start there; 0 for held-out accuracy)."""
+    change: bool = False
+    """Two arms: compare each arm's change from `baseline` to `at` (growth), not its value at `at`."""
+    paper_effect: float | None = None
+    """The paper's A - B (or later - earlier) in the metric's units, where it gives one."""
+    untestable: str | None = None
+    """Why this scale cannot test the claim (e.g. it appears after hundreds of steps); no verdict then."""
+    mechanism: Mechanism | None = None
+    """What must have acted for the comparison to test the claim."""
+
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, value: list[str]) -> list[str]:
+        if len(value) not in (1, 2) or len(set(value)) != len(value):
+            raise ValueError("needs one arm (a change within it) or two different arms (A - B)")
+        return value
+
+    @field_validator("direction")
+    @classmethod
+    def _direction(cls, value: str) -> str:
+        if value not in ("greater", "less"):
+            raise ValueError("must be greater or less")
+        return value
+
+    @field_validator("at")
+    @classmethod
+    def _at(cls, value: int | str | list[int]) -> int | str | list[int]:
+        if isinstance(value, str) and value != "last":
+            raise ValueError('a step, "last", or a window [first, last]')
+        if isinstance(value, list) and (len(value) != 2 or value[0] > value[1]):
+            raise ValueError("a window is [first, last] with first <= last")
+        return value
+
+    @property
+    def label(self) -> str:
+        """e.g. "heldout_accuracy: dapo - grpo at last"."""
+        at = f"[{self.at[0]}, {self.at[1]}]" if isinstance(self.at, list) else self.at
+        if len(self.arms) == 1:
+            return f"{self.metric}: {self.arms[0]} at {at} - at {self.baseline}"
+        if self.change:
+            return f"{self.metric} change from {self.baseline} to {at}: {self.arms[0]} - {self.arms[1]}"
+        return f"{self.metric}: {self.arms[0]} - {self.arms[1]} at {at}"
 
 
 class ExperimentSpec(BaseModel):
@@ -85,8 +179,12 @@ class ExperimentSpec(BaseModel):
     """metrics.jsonl keys the report plots, one panel each; "time_split" is a panel of mean seconds per phase."""
     x_axis: str = "step"
     """"step", or "relative_data" (prompts seen / the smallest train_batch_size of the arms: the batch-size aspect)."""
-    findings: list[str] = []
-    """The paper's findings this grid checks, quoted in the report."""
+    findings: list[str | Finding] = []
+    """The paper's findings this grid checks: a Finding is computed into a verdict by the
+    report's rule; a plain string is only quoted."""
+    budget_axes: list[str] = []
+    """Also draw the metrics against cumulative training budget, one figure per axis:
+    "groups_generated" (DAPO's refill counted), "responses_judged", "seconds"."""
     vars: dict[str, int | float] = {}
     """Numbers that overrides and at_step refer to as ${NAME} or ${expression}; `--var NAME=VALUE` replaces one."""
 
@@ -112,6 +210,30 @@ class ExperimentSpec(BaseModel):
     def _seeds(cls, value: list[int]) -> list[int]:
         if not value or len(set(value)) != len(value):
             raise ValueError("needs at least one seed, each once")
+        return value
+
+    @model_validator(mode="after")
+    def _findings_name_arms(self) -> ExperimentSpec:
+        for index, finding in enumerate(self.findings):
+            if isinstance(finding, str):
+                continue
+            arms = [*finding.arms] + ([finding.mechanism.arm] if finding.mechanism and finding.mechanism.arm else [])
+            unknown = [arm for arm in arms if arm not in self.arms]
+            if unknown:
+                raise ValueError(f"findings[{index}]: arm {unknown[0]!r} is not one of the spec's arms "
+                                 f"({', '.join(self.arms)})")
+        return self
+
+    @property
+    def computed_findings(self) -> list[Finding]:
+        return [finding for finding in self.findings if isinstance(finding, Finding)]
+
+    @field_validator("budget_axes")
+    @classmethod
+    def _budget_axes(cls, value: list[str]) -> list[str]:
+        for axis in value:
+            if axis not in BUDGET_AXES:
+                raise ValueError(f"{axis!r} is not one of {', '.join(BUDGET_AXES)}")
         return value
 
     @field_validator("x_axis")
@@ -169,6 +291,13 @@ def load_spec(path: str | Path, extra: Sequence[str] = (),
     unknown = [key for key in spec.metrics if key not in (*METRIC_KEYS, "time_split")]
     if unknown:
         raise ValueError(f"{path}: metrics: {unknown[0]!r} is not a metrics.jsonl key")
+    for index, finding in enumerate(spec.findings):
+        if isinstance(finding, str):
+            continue
+        for field, key in (("metric", finding.metric),
+                           ("mechanism.metric", finding.mechanism.metric if finding.mechanism else None)):
+            if key is not None and key not in METRIC_KEYS:
+                raise ValueError(f"{path}: findings[{index}].{field}: {key!r} is not a metrics.jsonl key")
     return spec, folder
 
 
