@@ -1,0 +1,190 @@
+"""LiveCodeBench's published release format, built by hand: both test encodings, both
+problem kinds, jsonl and parquet, the date windows, and pickles that must never run."""
+
+import base64
+import json
+import os
+import pickle
+import zlib
+
+import pytest
+
+from microcoder.data.livecodebench import (
+    RELEASE_WINDOWS,
+    UnsafePickleError,
+    decode_private_tests,
+    window_dates,
+)
+from microcoder.data.loaders import detect_format, load_problems
+
+
+def encode_private(tests) -> str:
+    """As the release stores private tests: base64(zlib(pickle(json text)))."""
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
+
+
+def stdin_test(given, expected):
+    return {"input": given, "output": expected, "testtype": "stdin"}
+
+
+def call_test(given, expected):
+    return {"input": given, "output": expected, "testtype": "functional"}
+
+
+def release_row(question_id, date, difficulty, public, private, starter="", func_name=None, encode=True,
+                platform="atcoder"):
+    return {
+        "question_title": f"title of {question_id}",
+        "question_content": f"Statement of {question_id}.",
+        "platform": platform,
+        "question_id": question_id,
+        "contest_id": question_id.split("_")[0],
+        "contest_date": f"{date}T00:00:00",
+        "starter_code": starter,
+        "difficulty": difficulty,
+        "public_test_cases": json.dumps(public),
+        "private_test_cases": encode_private(private) if encode else json.dumps(private),
+        "metadata": json.dumps({"func_name": func_name} if func_name else {}),
+    }
+
+
+LEETCODE_STARTER = "class Solution:\n    def helper(self, x: int) -> int:\n        pass\n    def maxSum(self, nums: List[int], k: int) -> int:\n        "
+ROWS = [
+    release_row("abc390_a", "2025-01-25", "easy", [stdin_test("1 2\n", "3\n")],
+                [stdin_test("5 7\n", "12\n"), stdin_test("0 0\n", "0\n")]),
+    release_row("3485", "2025-02-15", "medium", [call_test("[1, 2, 3]\n2", "5")], [call_test("[4]\n1", "4")],
+                starter=LEETCODE_STARTER, func_name="maxSum", platform="leetcode"),
+    release_row("abc395_c", "2025-03-01", "hard", [stdin_test("4\n", "8\n")], [stdin_test("1\n", "2\n")],
+                encode=False),
+    release_row("abc402_b", "2025-05-03", "easy", [stdin_test("2\n", "4\n")], [stdin_test("3\n", "6\n")]),
+]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_release_rows_become_problems_with_every_test_in_order(tmp_path):
+    path = write_jsonl(tmp_path / "test6.jsonl", ROWS)
+    assert detect_format(path) == "livecodebench_release"
+    problems, rejects = load_problems(path)
+    assert rejects == []
+    by_id = {problem.id: problem for problem in problems}
+    atcoder = by_id["livecodebench/abc390_a"]
+    assert atcoder.kind == "stdin" and atcoder.difficulty == "easy" and atcoder.date == "2025-01-25"
+    # Public tests first, then the decoded private ones.
+    assert [(test.input, test.output) for test in atcoder.tests] == [("1 2\n", "3\n"), ("5 7\n", "12\n"),
+                                                                       ("0 0\n", "0\n")]
+    assert atcoder.metadata["public_tests"] == 1 and atcoder.metadata["platform"] == "atcoder"
+    assert atcoder.metadata["contest_date"] == "2025-01-25T00:00:00"
+    leetcode = by_id["livecodebench/3485"]
+    # metadata.func_name chooses the method, not the starter's last one.
+    assert leetcode.kind == "call" and leetcode.entry_point == "Solution().maxSum"
+    assert leetcode.starter_code == LEETCODE_STARTER and leetcode.prelude is None
+    assert [(test.input, test.output) for test in leetcode.tests] == [("[1, 2, 3]\n2", "5"), ("[4]\n1", "4")]
+    # Private tests given as plain JSON (LiveCodeBench tries JSON first) read as well.
+    assert [test.output for test in by_id["livecodebench/abc395_c"].tests] == ["8\n", "2\n"]
+
+
+def test_a_statement_that_accepts_several_outputs_is_kept(tmp_path):
+    # The training loaders reject such statements; the benchmark's problem set is fixed.
+    row = release_row("abc400_d", "2025-04-05", "medium", [stdin_test("1\n", "1\n")], [])
+    row["question_content"] = "Find a path. If there are multiple solutions, print any of them."
+    problems, rejects = load_problems(write_jsonl(tmp_path / "r.jsonl", [row]))
+    assert rejects == [] and [problem.id for problem in problems] == ["livecodebench/abc400_d"]
+
+
+def test_parquet_reads_like_jsonl(tmp_path):
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as parquet
+
+    path = tmp_path / "test6.parquet"
+    parquet.write_table(pyarrow.Table.from_pylist(ROWS), path)
+    from_parquet, rejects = load_problems(path)
+    assert rejects == []
+    from_jsonl, _ = load_problems(write_jsonl(tmp_path / "test6.jsonl", ROWS))
+    strip = lambda problem: problem.model_dump(exclude={"metadata": {"source_file"}})  # noqa: E731
+    assert [strip(problem) for problem in from_parquet] == [strip(problem) for problem in from_jsonl]
+
+
+class RunsACommand:
+    """Unpickling this calls os.system: what a hostile release file would carry."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+class Opaque:
+    """An ordinary object: its pickle names its class, which unpickling would import."""
+
+    def __init__(self):
+        self.value = 1
+
+
+class EvaluatesCode:
+    def __reduce__(self):
+        return eval, ("__import__('os').getpid()",)
+
+
+@pytest.mark.parametrize("payload, named", [
+    (lambda marker: RunsACommand(marker), "system"),
+    (lambda marker: EvaluatesCode(), "builtins.eval"),
+    # An object nested in plain data, with no __reduce__ of its own, still names its class.
+    (lambda marker: [1, {"tests": Opaque()}], "Opaque"),
+])
+def test_a_pickle_naming_a_global_is_refused_and_never_runs(tmp_path, payload, named):
+    marker = tmp_path / "ran"
+    hostile = base64.b64encode(zlib.compress(pickle.dumps(payload(marker)))).decode()
+    with pytest.raises(UnsafePickleError, match=named):
+        decode_private_tests(hostile)
+    rows = [ROWS[0], {**ROWS[2], "private_test_cases": hostile}]
+    path = write_jsonl(tmp_path / "hostile.jsonl", rows)
+    problems, rejects = load_problems(path)
+    assert not marker.exists()
+    assert [problem.id for problem in problems] == ["livecodebench/abc390_a"]
+    [reject] = rejects
+    assert (reject.row, reject.field, reject.reason) == (2, "private_test_cases", "unsafe pickle")
+    text = str(reject)
+    assert text.startswith(f"{path}: row 2: field 'private_test_cases':") and named in text and "refused" in text
+
+
+def test_plain_data_pickles_still_load():
+    # The refusing unpickler must not refuse the data the release actually holds.
+    tests = [stdin_test("x" * 1000 + "\n", "é\n")]
+    assert decode_private_tests(encode_private(tests)) == tests
+
+
+@pytest.mark.parametrize("value, message", [
+    ("not base64 !", "neither JSON nor base64"),
+    (base64.b64encode(b"not zlib").decode(), "not zlib"),
+    (base64.b64encode(zlib.compress(b"not a pickle")).decode(), "not a pickle"),
+    (base64.b64encode(zlib.compress(pickle.dumps([1, 2]))).decode(), "holds a list"),
+])
+def test_undecodable_private_tests_name_the_step(tmp_path, value, message):
+    path = write_jsonl(tmp_path / "bad.jsonl", [{**ROWS[0], "private_test_cases": value}])
+    _, [reject] = load_problems(path)
+    assert reject.field == "private_test_cases" and message in reject.message
+
+
+def test_broken_fields_are_named(tmp_path):
+    no_name = {**ROWS[1], "metadata": "{}"}
+    bad_call = release_row("3486", "2025-02-15", "easy", [call_test("[1, 2\n", "3")], [],
+                           starter=LEETCODE_STARTER, func_name="maxSum")
+    no_date = {key: value for key, value in ROWS[0].items() if key != "question_content"}
+    path = write_jsonl(tmp_path / "broken.jsonl", [no_name, bad_call, no_date])
+    problems, rejects = load_problems(path, format="livecodebench_release")
+    assert problems == []
+    assert [(reject.row, reject.field) for reject in rejects] == [
+        (1, "metadata.func_name"), (2, "public_test_cases.0.input"), (3, "question_content")]
+
+
+def test_windows_are_ordered_dates():
+    for name, (since, until) in RELEASE_WINDOWS.items():
+        assert since < until, name
+    assert window_dates("v6") == ("2025-02-01", "2025-04-30")
+    with pytest.raises(ValueError, match="release_v6"):
+        window_dates("v7")
