@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.data.literals import NotRepresentable, find_signature
-from microcoder.data.records import Row, base_metadata
+from microcoder.data.records import Row, base_metadata, read_records
 from microcoder.problems import TestCase
 
 RELEASE_FIELDS = frozenset({"question_content", "public_test_cases", "private_test_cases"})
@@ -64,6 +64,15 @@ April 2025; the MicroCoder paper reports v6 and states no dates of its own)."""
 
 def is_release_record(record: Any) -> bool:
     return isinstance(record, dict) and RELEASE_FIELDS <= set(record)
+
+
+def is_release_file(path: Path) -> bool:
+    """Whether `path` holds release rows: a parquet file, or JSON whose first record has
+    the release's fields."""
+    if path.suffix == ".parquet":
+        return True
+    first = next((record for _, record, _ in read_records(path) if record is not None), None)
+    return is_release_record(first)
 
 
 def window_dates(name: str) -> tuple[str, str]:
