@@ -152,10 +152,14 @@ def test_a_pickle_naming_a_global_is_refused_and_never_runs(tmp_path, payload, n
     assert text.startswith(f"{path}: row 2: field 'private_test_cases':") and named in text and "refused" in text
 
 
-def test_plain_data_pickles_still_load():
-    # The refusing unpickler must not refuse the data the release actually holds.
-    tests = [stdin_test("x" * 1000 + "\n", "é\n")]
-    assert decode_private_tests(encode_private(tests)) == tests
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_plain_data_pickles_still_load(protocol):
+    # The refusing unpickler must not refuse the data the release holds, whichever protocol
+    # wrote it: a JSON string, long enough for protocol 4's framing and 8-byte lengths.
+    tests = [stdin_test("x" * 70000 + "\n", "é\n"), call_test('[1, 2]\n"a"', "true")]
+    text = json.dumps(tests)
+    blob = base64.b64encode(zlib.compress(pickle.dumps(text, protocol=protocol))).decode()
+    assert decode_private_tests(blob) == tests
 
 
 @pytest.mark.parametrize("value, message", [
@@ -188,3 +192,49 @@ def test_windows_are_ordered_dates():
     assert window_dates("v6") == ("2025-02-01", "2025-04-30")
     with pytest.raises(ValueError, match="release_v6"):
         window_dates("v7")
+
+
+@pytest.mark.slow  # loads and samples a model: ~20 s
+def test_eval_model_on_a_release_file_in_a_window_under_both_judges(tmp_path):
+    """The real path: `microcoder eval-model` reads the release file, keeps the v6 window
+    (2025-02-01 .. 2025-04-30: rows 2 and 3), samples the tiny model and prints pass@1 per
+    difficulty under both judges. A random model writes no code, so every value is 0."""
+    from typer.testing import CliRunner
+
+    from microcoder.cli import app
+    from microcoder.policy.model import save_tiny_model
+
+    model_dir = save_tiny_model(tmp_path / "tiny")
+    release = write_jsonl(tmp_path / "test6.jsonl", ROWS)
+    out = tmp_path / "eval"
+    arguments = ["--model", str(model_dir), "--problems", str(release), "--window", "v6", "--n", "2",
+                 "--max-new-tokens", "4", "--temperature", "1.0", "--out", str(out), "--workers", "1"]
+    result = CliRunner().invoke(app, ["eval-model", *arguments], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "2 of 4 problems dated within 2025-02-01 .. 2025-04-30" in result.output
+    header = next(line for line in result.output.splitlines() if "4 robust" in line)
+    assert "4 strict" in header
+    assert "difficulty: medium" in result.output and "difficulty: hard" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["problems"] == 2
+    for table in ("pass@1", "pass@1_strict"):
+        assert list(summary[table]["4"]["difficulty"]) == ["medium", "hard"]
+        assert summary[table]["4"]["all"] == {"pass@1": 0.0, "stderr": 0.0, "problems": 2, "samples": 4}
+    judged = {json.loads(line)["problem_id"] for line in (out / "results.jsonl").read_text().splitlines()}
+    assert judged == {"livecodebench/3485", "livecodebench/abc395_c"}
+
+
+def test_eval_model_refuses_a_release_file_with_a_hostile_pickle(tmp_path):
+    from typer.testing import CliRunner
+
+    from microcoder.cli import app
+
+    marker = tmp_path / "ran"
+    hostile = base64.b64encode(zlib.compress(pickle.dumps(RunsACommand(marker)))).decode()
+    release = write_jsonl(tmp_path / "test6.jsonl", [ROWS[0], {**ROWS[1], "private_test_cases": hostile}])
+    result = CliRunner().invoke(app, ["eval-model", "--problems", str(release), "--out", str(tmp_path / "eval")],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    output = " ".join(result.output.split())
+    assert f"{release}: row 2: field 'private_test_cases':" in output and "system" in output
+    assert not marker.exists() and not (tmp_path / "eval").exists()
