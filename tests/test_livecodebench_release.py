@@ -73,6 +73,7 @@ def test_release_rows_become_problems_with_every_test_in_order(tmp_path):
     by_id = {problem.id: problem for problem in problems}
     atcoder = by_id["livecodebench/abc390_a"]
     assert atcoder.kind == "stdin" and atcoder.difficulty == "easy" and atcoder.date == "2025-01-25"
+    assert atcoder.time_limit_s == 6.0  # LiveCodeBench's per-test limit
     # Public tests first, then the decoded private ones.
     assert [(test.input, test.output) for test in atcoder.tests] == [("1 2\n", "3\n"), ("5 7\n", "12\n"),
                                                                        ("0 0\n", "0\n")]

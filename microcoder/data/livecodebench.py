@@ -40,6 +40,11 @@ from microcoder.problems import TestCase
 RELEASE_FIELDS = frozenset({"question_content", "public_test_cases", "private_test_cases"})
 """Fields that tell a release record from the other LiveCodeBench layouts."""
 
+TIME_LIMIT_S = 6.0
+"""Seconds per test, LiveCodeBench's own (`run_test(..., timeout=6)`, a wall-clock alarm
+there; CPU seconds here, as every limit of ours). Memory is left to the evaluator's
+default: LiveCodeBench sets no memory limit."""
+
 MAX_PRIVATE_TESTS_BYTES = 1 << 30
 """Largest decompressed private-test blob accepted (a zlib bomb is refused, not expanded)."""
 
@@ -225,6 +230,7 @@ def release_fields(item: Row) -> tuple[dict[str, Any], list[TestCase]]:
         "source": "livecodebench",
         "difficulty": item.record["difficulty"] if isinstance(item.record.get("difficulty"), str) else None,
         "date": contest_date[:10] if _is_iso_date(contest_date[:10]) else None,
+        "time_limit_s": TIME_LIMIT_S,
         "metadata": metadata,
     }
     if kind == "call":
