@@ -183,6 +183,17 @@ def test_resume_refuses_other_settings(tmp_path):
         run_eval(config(tmp_path, n=4), generator=CannedGenerator(), problems=PROBLEMS)
 
 
+def test_a_directory_judged_once_resumes_only_without_the_strict_judge(tmp_path):
+    run_eval(config(tmp_path, strict_judge=False), generator=CannedGenerator(), problems=PROBLEMS)
+    # Its rows have no strict verdicts: asking for the strict table there is refused ...
+    with pytest.raises(ValueError, match="strict_judge: None there, True now"):
+        run_eval(config(tmp_path), generator=CannedGenerator(), problems=PROBLEMS)
+    # ... and the same settings resume it with nothing to generate.
+    idle = CannedGenerator()
+    run_eval(config(tmp_path, strict_judge=False), generator=idle, problems=PROBLEMS)
+    assert idle.calls == []
+
+
 def test_eval_command_with_the_tiny_model(tmp_path):
     """The real path: load a checkpoint, render chat prompts, sample, judge. A random model
     writes no code, so every sample is `no_code` and truncated at both lengths."""

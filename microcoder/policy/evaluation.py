@@ -112,10 +112,12 @@ class EvalConfig:
         return sorted(set(self.max_new_tokens))
 
     def identity(self) -> dict:
-        """What the rows depend on; a resumed run must match it."""
-        return {"model": self.model, "problems": self.problems, "problems_seed": self.problems_seed, "n": self.n, "max_new_tokens": self.lengths,
-                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
-                "since": self.since, "until": self.until, "strict_judge": self.strict_judge}
+        """What the rows depend on; a resumed run must match it. `strict_judge` is named only
+        when on, so a directory judged by one judge resumes with --no-strict-judge."""
+        identity = {"model": self.model, "problems": self.problems, "problems_seed": self.problems_seed, "n": self.n,
+                    "max_new_tokens": self.lengths, "temperature": self.temperature, "top_p": self.top_p,
+                    "seed": self.seed, "since": self.since, "until": self.until}
+        return identity | ({"strict_judge": True} if self.strict_judge else {})
 
 
 @dataclass
