@@ -216,10 +216,12 @@ def test_eval_model_on_a_release_file_in_a_window_under_both_judges(tmp_path):
     header = next(line for line in result.output.splitlines() if "4 robust" in line)
     assert "4 strict" in header
     assert "difficulty: medium" in result.output and "difficulty: hard" in result.output
+    assert "platform: leetcode" in result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["problems"] == 2
     for table in ("pass@1", "pass@1_strict"):
         assert list(summary[table]["4"]["difficulty"]) == ["medium", "hard"]
+        assert list(summary[table]["4"]["platform"]) == ["atcoder", "leetcode"]
         assert summary[table]["4"]["all"] == {"pass@1": 0.0, "stderr": 0.0, "problems": 2, "samples": 4}
     judged = {json.loads(line)["problem_id"] for line in (out / "results.jsonl").read_text().splitlines()}
     assert judged == {"livecodebench/3485", "livecodebench/abc395_c"}

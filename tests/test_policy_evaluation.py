@@ -147,6 +147,18 @@ def test_a_date_window_keeps_the_problems_dated_within_it(tmp_path):
         EvalConfig(since="Feb 2025")
 
 
+def test_problems_with_a_platform_are_grouped_by_it():
+    atcoder = SUM.model_copy(update={"metadata": {"platform": "atcoder"}})
+    leetcode = SQUARE.model_copy(update={"metadata": {"platform": "leetcode"}})
+    rows = [ResultRow("sum", 0, 8, "accepted", 1.0, 3, False), ResultRow("sum", 1, 8, "wrong_answer", 0.0, 3, False),
+            ResultRow("square", 0, 8, "accepted", 1.0, 3, False), ResultRow("double", 0, 8, "accepted", 1.0, 3, False)]
+    table = pass_at_1_table(rows, {problem.id: problem for problem in (atcoder, leetcode, DOUBLE)})
+    # double names no platform: it counts in "all" only.
+    assert table[8]["platform"] == {"atcoder": {"pass@1": 0.5, "stderr": None, "problems": 1, "samples": 2},
+                                    "leetcode": {"pass@1": 1.0, "stderr": None, "problems": 1, "samples": 1}}
+    assert table[8]["all"]["problems"] == 3
+
+
 def test_cut_to_length_marks_truncation_and_keeps_short_responses():
     decode = lambda ids: "".join(chr(token) for token in ids)  # noqa: E731
     ended = GeneratedText([104, 105, 0], "hi", truncated=False)

@@ -160,7 +160,11 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem], 
     (a broken problem never counts against the model); a problem with only judge errors is
     left out of every group.
 
+    Problems whose metadata names a `platform` (LiveCodeBench's atcoder, leetcode) are also
+    grouped by it, as the paper splits its table.
+
     Returns {length: {"all": {...}, "source": {name: {...}}, "difficulty": {name: {...}},
+    "platform": {name: {...}} (empty without platforms),
     "fraction_truncated", "mean_tokens", "verdicts"}} where each {...} is
     {"pass@1": float, "stderr": float | None, "problems": int, "samples": int}; lengths
     are ints, ascending.
@@ -182,11 +186,14 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem], 
             counts = tally.setdefault(row.problem_id, [0, 0])
             counts[0] += 1
             counts[1] += verdict == "accepted"
-        groups: dict[str, dict[str, list[str]]] = {"source": defaultdict(list), "difficulty": defaultdict(list)}
+        groups: dict[str, dict[str, list[str]]] = {"source": defaultdict(list), "difficulty": defaultdict(list),
+                                                   "platform": defaultdict(list)}
         for problem_id in tally:
             problem = problems[problem_id]
             groups["source"][problem.source or NO_LABEL].append(problem_id)
             groups["difficulty"][problem.difficulty or NO_LABEL].append(problem_id)
+            if isinstance(problem.metadata.get("platform"), str):
+                groups["platform"][problem.metadata["platform"]].append(problem_id)
 
         def cell(problem_ids: Sequence[str]) -> dict:
             values = [pass_at_k(tally[p][0], tally[p][1], 1) for p in problem_ids]
@@ -200,6 +207,7 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem], 
             "all": cell(list(tally)),
             "source": {name: cell(ids) for name, ids in sorted(groups["source"].items())},
             "difficulty": {name: cell(groups["difficulty"][name]) for name in _difficulty_order(groups["difficulty"])},
+            "platform": {name: cell(ids) for name, ids in sorted(groups["platform"].items())},
             "fraction_truncated": sum(row.truncated for row in length_rows) / len(length_rows),
             "mean_tokens": sum(row.num_tokens for row in length_rows) / len(length_rows),
             "verdicts": dict(Counter(row.verdict_of(judge) for row in length_rows).most_common()),
@@ -321,7 +329,7 @@ def render_table(table: Mapping[int, dict], strict_table: Mapping[int, dict] | N
     largest = table[lengths[-1]]
     rich_table.add_row("all", str(largest["all"]["problems"]),
                        *(_percent(source[length]["all"]) for length, _, source in columns))
-    for kind in ("difficulty", "source"):
+    for kind in ("difficulty", "platform", "source"):
         for name, cell in largest[kind].items():
             rich_table.add_row(f"{kind}: {name}", str(cell["problems"]),
                                *(_percent(source[length][kind].get(name)) for length, _, source in columns))
