@@ -88,6 +88,27 @@ def test_release_rows_become_problems_with_every_test_in_order(tmp_path):
     assert [test.output for test in by_id["livecodebench/abc395_c"].tests] == ["8\n", "2\n"]
 
 
+def test_converted_problems_judge_programs_on_public_and_private_tests(tmp_path):
+    """The real path from release row to verdict, under both judges: LiveCodeBench's call
+    convention (a method of Solution, `List` without an import) and the decoded private
+    tests, which reject a program that passes the public ones only."""
+    from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+
+    problems, _ = load_problems(write_jsonl(tmp_path / "test6.jsonl", ROWS))
+    by_id = {problem.id: problem for problem in problems}
+    samples = [
+        Sample("livecodebench/abc390_a", code="a, b = map(int, input().split())\nprint(a + b)"),
+        Sample("livecodebench/3485", code="class Solution:\n    def maxSum(self, nums: List[int], k: int) -> int:\n"
+                                          "        return sum(sorted(nums)[-k:])"),
+        Sample("livecodebench/abc395_c", code="print(2 * int(input()))"),
+        Sample("livecodebench/abc395_c", code="print(int(input()) + 4)"),  # right on the public test only
+    ]
+    with Evaluator(EvaluatorConfig(workers=1)) as evaluator:
+        for mode in ("robust", "strict"):
+            verdicts = [result.verdict for result in evaluator.judging(mode).evaluate(by_id, samples)]
+            assert verdicts == ["accepted", "accepted", "accepted", "wrong_answer"], mode
+
+
 def test_a_statement_that_accepts_several_outputs_is_kept(tmp_path):
     # The training loaders reject such statements; the benchmark's problem set is fixed.
     row = release_row("abc400_d", "2025-04-05", "medium", [stdin_test("1\n", "1\n")], [])
