@@ -106,7 +106,8 @@ def eval_model(
         if Path(config.problems).is_file() and is_release_file(Path(config.problems)):
             release, rejects = load_problems(config.problems, "livecodebench_release")
             if rejects:  # a benchmark is read whole or not at all
-                raise ValueError(f"{len(rejects)} rows of the release file could not be read; the first: {rejects[0]}")
+                raise ValueError(f"{len(rejects)} of {len(release) + len(rejects)} release rows could not be read; "
+                                 f"the first: {rejects[0]}")
         run_eval(config, console, problems=release)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         _fail(console, error)
