@@ -9,7 +9,7 @@ encoding `lcb_runner/benchmarks/code_generation.py` of LiveCodeBench/LiveCodeBen
 
 A pickle can name any importable callable and have the unpickler call it, so the private
 tests are unpickled by `PlainDataUnpickler`, which refuses every global: only str, bytes,
-int, float, bool, None, list, tuple, dict and set can come out, and a pickle that names
+int, float, bool, None, list, tuple, dict, set and bytearray can come out, and a pickle that names
 anything else (`os.system`, `builtins.eval`, a class) is refused before anything runs.
 
 The conversion keeps the benchmark as LiveCodeBench defines it: every public and private
