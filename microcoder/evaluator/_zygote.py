@@ -974,6 +974,9 @@ def run(request, blobs, config):
         # ours. The worker itself goes on collecting as before.
         gc.freeze()
         started = time.monotonic()
+        if STOP_REQUESTED[0]:  # stopped while it was being prepared: never started
+            gc.unfreeze()
+            return dict(NO_EXIT_STATUS, exit_code=None, wall_timeout=True, status=""), [b"", b"", b""]
         pid = os.fork()
         if pid == 0:
             child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid)
