@@ -442,11 +442,12 @@ def test_serve_help_states_the_config_defaults():
 
     from microcoder.cli import app
 
-    options = {"time_limit": "time_limit_s", "memory_limit": "memory_limit_mb", "max_run_timeout": "max_run_timeout_s"}
+    options = {"time_limit": "time_limit_s", "memory_limit": "memory_limit_mb", "max_run_timeout": "max_run_timeout_s",
+               "client_grace": "client_grace_s", "shutdown_grace": "shutdown_grace_s"}
     checked = 0
     for param in get_command(app).commands["serve"].params:
         stated = re.search(r"\[default: ([^\]]+)\]", getattr(param, "help", None) or "")
         if stated:
             assert stated.group(1) == str(getattr(ServeConfig, options.get(param.name, param.name))), param.name
             checked += 1
-    assert checked == 9
+    assert checked == 11

@@ -799,10 +799,15 @@ class Sandbox:
             return [worker.pids_cgroup for worker in self._all if worker.pids_cgroup]
 
     def _start_worker(self) -> Worker:
+        if self._closed:  # a run that met a killed worker (close(kill=True)) starts no other
+            raise RuntimeError("sandbox is closed")
         worker = Worker(self.plan, self.config, self.cgroups)
         with self._lock:
-            self._all.append(worker)
-        return worker
+            if not self._closed:
+                self._all.append(worker)
+                return worker
+        worker.close()
+        raise RuntimeError("sandbox is closed")
 
     def _take_idle(self) -> Worker | None:
         with self._idle_changed:
