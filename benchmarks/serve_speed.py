@@ -33,9 +33,9 @@ except ImportError:
     from benchmarks.evaluator_speed import CORRECT, rl_mix, stdin_problem
 
 
-def start_server(workers: int) -> tuple[subprocess.Popen, str, int]:
+def start_server(workers: int, *options: str) -> tuple[subprocess.Popen, str, int]:
     process = subprocess.Popen([sys.executable, "-m", "microcoder.cli", "serve", "--port", "0",
-                                "--workers", str(workers)], stdout=subprocess.PIPE, text=True)
+                                "--workers", str(workers), *options], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
         if select.select([process.stdout], [], [], 0.5)[0]:
