@@ -9,7 +9,10 @@ body verl 0.9.1 sends: a two-line stdin program and its input), all clients star
 together. Bounded: clients x requests in all, each request with a 60 s timeout. Every
 answer is checked (status 200, `Success`, the right stdout); anything else is counted
 and printed. Prints throughput (answers per second of the whole run) and the latency
-p50/p99/max of one request, measured by the client from sending to the last byte.
+p50/p99/max of one request, measured by the client from sending to the last byte. Before
+the load, one client alone measures the median round trip of `GET /health` and of a
+`print(1)` run on its kept-alive connection (30 each): the per-request cost of the HTTP
+path itself.
 
 The client threads share this process's GIL and the machine's cores with the server and
 its workers, so on a small machine the numbers are a floor for what a separate client
@@ -71,6 +74,30 @@ def client(host: str, port: int, requests: int, start: threading.Barrier, latenc
         connection.close()
 
 
+def one_client_latency(host: str, port: int, repeat: int) -> dict[str, float]:
+    """Median seconds of one request on one kept-alive connection, alone on the server:
+    `GET /health` (no run) and `/run_code` of `print(1)`."""
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    body = json.dumps({"code": "print(1)", "language": "python"}).encode()
+    medians = {}
+    try:
+        for name, method, path, data in (("GET /health", "GET", "/health", None),
+                                         ("/run_code print(1)", "POST", "/run_code", body)):
+            times = []
+            for _ in range(repeat):
+                sent = time.perf_counter()
+                connection.request(method, path, body=data, headers={"Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"{name}: HTTP {response.status}")
+                times.append(time.perf_counter() - sent)
+            medians[name] = statistics.median(times)
+    finally:
+        connection.close()
+    return medians
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -89,6 +116,7 @@ def main() -> int:
     process, host, port = start_server(args.workers, "--queue-limit", str(max(1024, 2 * args.clients)))
     try:
         load_before = os.getloadavg()[0]
+        alone = one_client_latency(host, port, 5 if args.smoke else 30)
         latencies: list[float] = []
         failures: Counter = Counter()
         start = threading.Barrier(args.clients + 1)
@@ -109,6 +137,8 @@ def main() -> int:
     print(f"{args.clients} clients x {args.requests} requests, kept-alive connections on loopback, "
           f"{args.workers or len(os.sched_getaffinity(0))} workers, {os.cpu_count()} cores; "
           f"load average {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    print("one client alone, kept-alive, median: " + ", ".join(f"{name} {1000 * seconds:.2f} ms"
+                                                              for name, seconds in alone.items()))
     print(f"{total} requests in {seconds:.2f} s: {len(latencies) / seconds:.0f} answers/s; latency "
           f"p50 {1000 * statistics.median(latencies):.0f} ms, p99 {1000 * percentile(latencies, 0.99):.0f} ms, "
           f"max {1000 * max(latencies):.0f} ms")

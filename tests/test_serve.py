@@ -505,8 +505,10 @@ def test_verl_gets_a_timeout_not_an_api_error_within_its_own_deadline(tmp_path):
 
 
 def test_a_kept_alive_round_trip_takes_well_under_10_ms(server):
-    # With Nagle's algorithm on the accepted socket, each answer waits ~40 ms for the
-    # client's delayed ACK; TCP_NODELAY removes that.
+    # With Nagle's algorithm on the accepted socket, every answer but the first waits ~40 ms
+    # for the client's delayed ACK; TCP_NODELAY removes that (~0.6 ms here when the machine
+    # is quiet). The lower quartile, not the median: on a 2-core machine at load 16 the
+    # median of this loop was ~10 ms of waiting for a core, which Nagle's stall is not.
     connection = server.connection()
     try:
         times = []
@@ -519,7 +521,7 @@ def test_a_kept_alive_round_trip_takes_well_under_10_ms(server):
             times.append(time.perf_counter() - started)
     finally:
         connection.close()
-    assert statistics.median(times) < 0.010, sorted(times)
+    assert statistics.quantiles(times, n=4)[0] < 0.010, sorted(times)
 
 
 def test_a_client_that_hangs_up_stops_its_run(tmp_path):
