@@ -605,7 +605,12 @@ def test_shutdown_answers_json_503_and_exits_within_the_grace(tmp_path):
     status, headers, body = judge.request("POST", "/run_code", verl_payload("print(1)"), token=None)
     assert status == 503 and headers.get("retry-after") == "1" and body["detail"] == "the server is shutting down"
     assert judge.process.wait(10) == 0
-    assert time.monotonic() - stopped < 2 + 1  # the grace plus one second
+    # The grace plus one second, as the server measures it from the signal to its workers
+    # closed; the wall time seen from here adds the interpreter's exit and this process's
+    # own scheduling, which a loaded machine stretches, so it only guards against a hang.
+    reported = re.search(r"stopped ([\d.]+) s after the signal", judge.process.stdout.read())
+    assert reported and float(reported.group(1)) < 2 + 1, reported
+    assert time.monotonic() - stopped < 2 + 6
     for thread in threads:
         thread.join(10)
     by_code = {code: (status, content_type, json.loads(body)) for code, status, content_type, body in answers}

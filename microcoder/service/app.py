@@ -493,7 +493,7 @@ def run_server(config: ServeConfig) -> None:
                                     lifespan="on",
                                     # What is left after our own grace (_Server.shutdown): the
                                     # answers being written.
-                                    timeout_graceful_shutdown=1,
+                                    timeout_graceful_shutdown=0.5,
                                     # Ours decide (_Gate, Service.admit), as JSON with Retry-After:
                                     # uvicorn's own limit answers a plain-text 503.
                                     limit_concurrency=None, backlog=max(2048, config.queue_limit + EXTRA_REQUESTS)),
@@ -503,3 +503,7 @@ def run_server(config: ServeConfig) -> None:
     finally:
         listener.close()
         service.close()  # already done by the lifespan unless startup failed; closing twice is fine
+    if service.stopping.is_set() and service.stop_deadline != float("inf"):
+        signalled = service.stop_deadline - config.shutdown_grace_s
+        print(f"microcoder serve: stopped {time.monotonic() - signalled:.2f} s after the signal "
+              f"(grace {config.shutdown_grace_s:g} s)", flush=True)
