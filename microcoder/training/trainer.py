@@ -11,8 +11,8 @@ One rollout step, top to bottom (every piece of math comes from `microcoder.algo
                     fraction of tests passed (`reward_mode`), plus DAPO's overlong
                     penalty when configured; with `reward_overlap` each chunk is judged
                     in the background as soon as it is sampled, behind the next chunk
-                    and the log-prob passes; a judge_error is unscorable (reward None: no reward, advantage 0, out of the
-                    group's baseline).
+                    and the log-prob passes; a judge_error is unscorable (reward None:
+                    no reward, advantage 0, out of the group's baseline).
        refill       DAPO's dynamic sampling: while fewer than train_batch_size groups
                     have mixed rewards, sample more prompts (at most
                     `dynamic_sampling_max_rounds` extra rounds) and keep the mixed groups.
