@@ -138,7 +138,8 @@ class VerdictCache:
                     self._pending[key] = threading.Event()
         judge = [position for position, key in enumerate(keys) if key is None or claimed.get(key) == position]
         try:
-            for position, result in zip(judge, evaluator.evaluate(by_id, [samples[p] for p in judge]), strict=True):
+            judged = evaluator.evaluate(by_id, [samples[p] for p in judge]) if judge else []
+            for position, result in zip(judge, judged, strict=True):
                 results[position] = result
         finally:
             with self._lock:
