@@ -1,11 +1,13 @@
 """What the verdict cache saves on a late-training-like batch, and what it costs on an early one.
 
     python benchmarks/reward_cache.py [--data ../shared/data] [--workers 2] [--problems 16] [--group 8]
-                                      [--seed 0] [--smoke]
+                                      [--max-tests 20] [--seed 0] [--smoke]
 
-Problems: the first --problems of LeetCodeDataset v0.3.1-test (median 102 tests each),
-converted by our loader. Programs, two real ones per problem: the record's model
-`response` and its reference `completion`.
+Problems: the first --problems of LeetCodeDataset v0.3.1-test, converted by our loader,
+each cut to its first --max-tests tests (as `reward_max_tests` would cut it; 0 keeps all,
+a median of 102): the cache saves whole programs' runs, so the fraction it saves does not
+depend on the count, and the run stays short. Programs, two real ones per problem: the
+record's model `response` and its reference `completion`.
 
 A batch is --group responses per problem, judged by the trainer's reward adapter
 (`EvaluatorReward`, binary reward, stop at the first failure) as one rollout's reward call:
@@ -119,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--problems", type=int, default=16)
     parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--max-tests", type=int, default=20, help="tests kept per problem (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="2 problems of 10 tests, groups of 4")
     args = parser.parse_args(argv)
-    max_tests = None
+    max_tests = args.max_tests or None
     if args.smoke:
         args.problems, args.group, max_tests = 2, 4, 10
     if not (args.data / SOURCE).is_file():
