@@ -102,8 +102,7 @@ class EvaluatorReward:
                  overlong_cache_length: int = 0, overlong_penalty_factor: float = 1.0, overlap: bool = False,
                  reward_mode: str = "binary", reward_pow: float = 4.0, max_tests: int | None = None,
                  test_seed: int = 0, cache: VerdictCache | None = None):
-        self.evaluator = evaluator
-        """The evaluator as given (held-out accuracy judges with it, on every test)."""
+        self.evaluator = evaluator  # as given: held-out accuracy judges with it, on every test
         self.reward_mode = reward_mode
         self.reward_pow = reward_pow
         # A fraction mode counts the tests passed out of all: every test runs.
