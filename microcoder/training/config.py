@@ -172,7 +172,7 @@ class TrainConfig(BaseModel):
     reward_judge_mode: Literal["robust", "strict"] = "robust"
     """How the reward judges output: "robust" (our comparison rules) or "strict" (LiveCodeBench's grader; the evaluator aspect's weaker reward). Held-out accuracy is always judged robustly."""
     reward_mode: Literal["binary", "fraction", "fraction_pow"] = "binary"
-    """What a judged program earns: "binary" 1 if it passes every test, else 0 (the paper); "fraction" tests passed / tests (verl's sandbox reward); "fraction_pow" (passed / tests) ** reward_pow (Skywork-OR1). The fraction modes run every test of a problem instead of stopping at the first failure. Accuracy, the truncation mask and held-out accuracy stay pass/fail; DAPO's group filter compares this reward (docs/training.md, "Reward modes")."""
+    """What a judged program earns: "binary" 1 if it passes every test, else 0 (the paper); "fraction" tests passed / tests (verl's sandbox reward); "fraction_pow" (passed / tests) ** reward_pow (Skywork-OR1). The fraction modes run every test of a problem instead of stopping at the first failure. Accuracy, the truncation mask and held-out accuracy stay pass/fail; DAPO's group filter compares this reward (docs/training.md, "Reward modes, test budget, verdict cache")."""
     reward_pow: float = 4.0
     """fraction_pow's exponent (Skywork-OR1: 4): the higher, the less a partly passing program earns."""
     reward_max_tests: int | None = None

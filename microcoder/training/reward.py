@@ -6,7 +6,8 @@ in the background as soon as it is sampled (`chunk_bounds` gives the chunks).
 
 The reward of a judged response follows `reward_mode` (binary, fraction, fraction_pow:
 `microcoder.algorithms.rewards`), on at most `reward_max_tests` tests of its problem, with
-identical programs judged once (`VerdictCache`); see docs/training.md, "Reward modes".
+identical programs judged once (`VerdictCache`); see docs/training.md, "Reward modes, test
+budget, verdict cache".
 """
 
 from __future__ import annotations
