@@ -60,6 +60,8 @@ def pass_rate(args: argparse.Namespace) -> None:
         problems = [p for p in problems if p.metadata["template"] in args.templates.split(",")]
     if args.per_template:
         problems = [p for p in problems if int(p.id.rsplit("-", 1)[1]) < args.per_template]
+    if getattr(args, "smoke", False):
+        problems = problems[:2]
     model, tokenizer = load_model_and_tokenizer(args.model)
     prompts = [render_prompt(p, tokenizer) for p in problems for _ in range(args.n)]
     started = time.monotonic()
@@ -163,11 +165,19 @@ def main() -> None:
     parser.add_argument("--speed-lengths", type=int, nargs="+", default=[128, 256])
     parser.add_argument("--step-batch", type=int, default=16)
     parser.add_argument("--step-length", type=int, default=256)
+    parser.add_argument("--smoke", action="store_true", help="two problems, 16 tokens, then --speed at "
+                        "batch 2 and 16 tokens: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.batch_size = 1, 16, 8
+        args.speed_batches, args.speed_lengths, args.step_batch, args.step_length = [2], [16], 2, 16
+        pass_rate(args)
+        speed(args)
+        return
     speed(args) if args.speed else pass_rate(args)
 
 

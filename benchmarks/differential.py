@@ -412,10 +412,13 @@ def main() -> int:
     parser.add_argument("--max-tests", type=int, default=None, help="the first N tests of each shared problem")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once")
     parser.add_argument("--workers", type=int, default=0, help="sandbox workers; 0 = one per core")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
     started = time.perf_counter()
     with Evaluator(EvaluatorConfig(workers=args.workers)) as evaluator:
         cases = corpus_cases(args.corpus)
+        if args.smoke:  # a few committed cases, no shared data
+            cases, args.no_shared = cases[:6], True
         print(f"corpus: {len(cases)} cases from {args.corpus}", file=sys.stderr)
         if not args.no_shared and args.data.is_dir():
             shared = shared_cases(args.data, args.sets, args.limit, args.max_tests, evaluator.sandbox)

@@ -226,7 +226,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0, help="parallel runs; 0 = one per core")
     parser.add_argument("--limit", type=int, default=None, help="judge only the first N problems of each file")
     parser.add_argument("--sets", nargs="*", default=[], help="only files whose name contains one of these")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:  # two problems of HumanEvalPack, the quickest set to load
+        args.limit, args.sets = 2, args.sets or ["Pack"]
     if not args.data.is_dir():
         print(f"{args.data} not found: nothing to measure (a fresh clone has no ../shared/data; pass --data DIR)")
         return 0

@@ -31,7 +31,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--tests", type=int, default=20)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        args.samples, args.tests = 4, 2
     problem = Problem(id="add", prompt="", kind="stdin",
                       tests=[{"input": f"{i} {i}\n", "output": f"{2 * i}\n"} for i in range(args.tests)])
     with Evaluator(EvaluatorConfig(workers=2)) as evaluator:

@@ -173,7 +173,10 @@ def main() -> int:
     parser.add_argument("--evaluations", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=50, help="samples per evaluate() call")
     parser.add_argument("--workers", type=int, default=0, help="0 = one per core")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        args.evaluations, args.batch = 20, 10
 
     names = build_mix(args.evaluations)
     before = {"children": children(), "fds": open_fds(), "threads": threads(), "tmp": tmp_entries()}

@@ -145,15 +145,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="trivial workloads: report the median of this many runs")
     parser.add_argument("--only", nargs="*", default=[], help="only the workloads whose name contains one of these "
                         "(e.g. --only trivial, to compare two versions side by side)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    fixed_limit, loops = FIXED_RL_LIMIT_S, 4
+    if args.smoke:  # one infinite loop, under a 1 s "fixed" limit
+        args.samples, args.tests, args.repeat = 4, 2, 1
+        fixed_limit, loops = 1.0, 1
     n, tests = args.samples, args.tests
-    mix = rl_mix(n, tests)
-    fixed = stdin_problem(tests).model_copy(update={"time_limit_s": FIXED_RL_LIMIT_S})
+    mix = rl_mix(n, tests, loops=loops, slow=loops)
+    fixed = stdin_problem(tests).model_copy(update={"time_limit_s": fixed_limit})
     workloads = {
         "trivial stdin": (stdin_problem(tests), [CORRECT] * n),
         "trivial call": (call_problem(tests), [CORRECT_CALL] * n),
         "~50 ms CPU per test": (stdin_problem(tests), [busy(50) + CORRECT] * n),
-        f"RL-like mix, fixed {FIXED_RL_LIMIT_S:g} s limit": (fixed, mix),
+        f"RL-like mix, fixed {fixed_limit:g} s limit": (fixed, mix),
         "RL-like mix, reference-derived limit": (None, mix),  # the limit is measured below
     }
     workloads = {name: load for name, load in workloads.items() if not args.only or any(w in name for w in args.only)}

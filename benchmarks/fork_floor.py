@@ -89,7 +89,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=0)
     parser.add_argument("--code", default="")
     parser.add_argument("--prelude", default="")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        args.samples, args.tests, args.processes = 2, 2, 1
     if args.serve:
         timed_serve(args)
         return

@@ -28,9 +28,21 @@ from pathlib import Path
 
 from microcoder.data.config import load_build_config
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
-from microcoder.problems import read_problems
+from microcoder.problems import Problem, read_problems
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def smoke_problems() -> list[Problem]:
+    """Two hand-made problems shaped as the build writes them (--smoke: no build needed)."""
+    tests = [{"input": f"{i} {i}\n", "output": f"{2 * i}\n"} for i in range(3)]
+    return [Problem(id=f"smoke-{index}", prompt="", kind="stdin", tests=tests, time_limit_s=1.0,
+                    metadata={"reference_solution": ADD, "reference_cpu_s": [0.002] * 3,
+                              "time_limit_from": "reference"})
+            for index in range(2)]
 
 
 def quantiles(values: list[float], points=(0.5, 0.9, 0.99, 0.999)) -> str:
@@ -48,11 +60,15 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=0, help="rerun only this many problems, drawn at random (0: all)")
     parser.add_argument("--workers", type=int, default=0, help="0: the config's workers")
     parser.add_argument("--batch", type=int, default=200, help="problems per evaluator call")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: two hand-made problems in place of the build's output (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
 
     config = load_build_config(args.config)
     path = config.stage_dir("validate") / "problems.jsonl"
-    problems = [p for p in read_problems(path) if p.metadata.get("reference_cpu_s")]
+    if args.smoke:
+        path, problems = "(--smoke)", smoke_problems()
+    else:
+        problems = [p for p in read_problems(path) if p.metadata.get("reference_cpu_s")]
     if not problems:
         raise SystemExit(f"{path}: no problem carries reference_cpu_s; run `microcoder data build --config "
                          f"{args.config}` first")

@@ -1,6 +1,6 @@
 """The evaluator over HTTP against the evaluator in-process, on the same batch, in one run.
 
-    python benchmarks/serve_speed.py [--workers 2] [--samples 64] [--tests 20] [--repeat 7]
+    python benchmarks/serve_speed.py [--workers 2] [--samples 64] [--tests 20] [--repeat 7] [--smoke]
 
 Starts `microcoder serve` as a subprocess (same worker count) and, for each workload,
 alternates: judge the batch in-process (`Evaluator.evaluate`), then the same batch over
@@ -33,9 +33,9 @@ except ImportError:
     from benchmarks.evaluator_speed import CORRECT, rl_mix, stdin_problem
 
 
-def start_server(workers: int) -> tuple[subprocess.Popen, str, int]:
+def start_server(workers: int, *options: str) -> tuple[subprocess.Popen, str, int]:
     process = subprocess.Popen([sys.executable, "-m", "microcoder.cli", "serve", "--port", "0",
-                                "--workers", str(workers)], stdout=subprocess.PIPE, text=True)
+                                "--workers", str(workers), *options], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
         if select.select([process.stdout], [], [], 0.5)[0]:
@@ -70,9 +70,14 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--tests", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=7, help="in-process / HTTP pairs per workload")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    loops = 4
+    if args.smoke:
+        args.samples, args.tests, args.repeat, loops = 4, 2, 1, 1
     problem = stdin_problem(args.tests)
-    workloads = {"trivial stdin": [CORRECT] * args.samples, "RL-like mix": rl_mix(args.samples)}
+    workloads = {"trivial stdin": [CORRECT] * args.samples,
+                 "RL-like mix": rl_mix(args.samples, args.tests, loops=loops, slow=loops)}
     print(f"{args.samples} samples x {args.tests} tests, {args.workers} workers on {os.cpu_count()} cores; "
           f"load average at start {os.getloadavg()[0]:.2f}\n")
     process, host, port = start_server(args.workers)

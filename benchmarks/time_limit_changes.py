@@ -37,6 +37,18 @@ REPO = Path(__file__).resolve().parent.parent
 TLE = "time_limit_exceeded"
 
 
+ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def smoke_problems() -> list[Problem]:
+    """Two hand-made problems shaped as the build writes them (--smoke: no build needed)."""
+    tests = [{"input": f"{i} {i}\n", "output": f"{2 * i}\n"} for i in range(3)]
+    return [Problem(id=f"smoke-{index}", prompt="", kind="stdin", tests=tests, time_limit_s=1.0,
+                    metadata={"reference_solution": ADD, "reference_cpu_s": [0.002] * 3,
+                              "time_limit_from": "reference"})
+            for index in range(2)]
+
+
 def leetcode_responses(problems: list[Problem], config) -> dict[str, str]:
     """problem id -> the LeetCodeDataset record's model `response`, from its source file."""
     wanted: dict[tuple[str, str], str] = {}
@@ -99,17 +111,23 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="0: the config's workers")
     parser.add_argument("--only", nargs="*", default=["references", "responses"])
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: two hand-made problems in place of the build's output (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
 
     config = load_build_config(args.config)
     corpus_path = config.stage_dir("export") / f"{config.export.name}.jsonl"
-    corpus = [p for p in read_problems(corpus_path) if p.metadata.get("time_limit_from") == "reference"]
+    if args.smoke:
+        corpus_path, corpus = REPO / "(--smoke)", smoke_problems()
+    else:
+        corpus = [p for p in read_problems(corpus_path) if p.metadata.get("time_limit_from") == "reference"]
     by_id = {p.id: p for p in corpus}
     samples: list[tuple[str, Sample]] = []
     if "references" in args.only:
         samples += [("reference", Sample(p.id, code=p.metadata["reference_solution"])) for p in corpus]
     if "responses" in args.only:
-        samples += [("model response", Sample(pid, response=text)) for pid, text in leetcode_responses(corpus, config).items()]
+        responses = ({p.id: f"```python\n{ADD}```" for p in corpus} if args.smoke
+                     else leetcode_responses(corpus, config))
+        samples += [("model response", Sample(pid, response=text)) for pid, text in responses.items()]
     old_problems = [p.model_copy(update={"time_limit_s": None}) for p in corpus]
 
     report = [f"# Verdicts under reference-derived limits vs a fixed {args.old_limit:g} s", "",

@@ -357,7 +357,12 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=2, help="overlap: rollout_chunks of both runs")
     parser.add_argument("--judge-ms", type=float, default=100.0, help="overlap: CPU ms per test of the slow program")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
+    parser.add_argument("--smoke", action="store_true", help="2 steps x 1 round, 8 new tokens, judge-ms 5: that the script runs "
+                        "(tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.rounds, args.judge_ms = 2, 1, 5.0
+        args.overrides = [*args.overrides, "max_new_tokens=8"]
     if args.config is None:
         args.config = [str(Path(__file__).resolve().parents[1] / "configs" / "microcoder-tiny.yaml")]
     args.compare = args.compare.split(",")

@@ -79,18 +79,36 @@ def eval_model(
     batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
     workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core [default: 0]."),
     backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm [default: auto]."),
+    since: Optional[str] = typer.Option(None, help="Keep problems dated on or after this day, YYYY-MM-DD (LiveCodeBench: the contest date)."),
+    until: Optional[str] = typer.Option(None, help="Keep problems dated on or before this day, YYYY-MM-DD."),
+    window: Optional[str] = typer.Option(None, help="A named LiveCodeBench window for --since/--until: v2 ... v6 (what that release added; v6 is 2025-02-01 .. 2025-04-30) or release_v1 ... release_v6 (docs/evaluation.md)."),
+    strict_judge: Optional[bool] = typer.Option(None, "--strict-judge/--no-strict-judge", help="Also judge by LiveCodeBench's rules and print both judges' pass@1 side by side [default: True]."),
 ) -> None:
     """Sample n responses per problem from a model, judge them, and report pass@1 overall, by
-    source and by difficulty. (`microcoder evaluate` judges samples you already have.)"""
+    source and by difficulty. (`microcoder evaluate` judges samples you already have.)
+    --problems may be a LiveCodeBench release file (code_generation_lite, .jsonl or .parquet)."""
+    from microcoder.data.livecodebench import is_release_file, window_dates
+    from microcoder.data.loaders import load_problems
     from microcoder.policy.evaluation import EvalConfig, run_eval
 
     console = Console()
     try:
+        if window is not None:
+            if since is not None or until is not None:
+                raise ValueError("give --window or --since/--until, not both")
+            since, until = window_dates(window)
         config = EvalConfig(**_given(model=model, problems=problems, n=n, temperature=temperature, top_p=top_p,
                                      out=out, seed=seed, problems_seed=problems_seed, batch_size=batch_size,
-                                     workers=workers, backend=backend,
+                                     workers=workers, backend=backend, since=since, until=until,
+                                     strict_judge=strict_judge,
                                      max_new_tokens=tuple(max_new_tokens) if max_new_tokens else None))
-        run_eval(config, console)
+        release = None
+        if Path(config.problems).is_file() and is_release_file(Path(config.problems)):
+            release, rejects = load_problems(config.problems, "livecodebench_release")
+            if rejects:  # a benchmark is read whole or not at all
+                raise ValueError(f"{len(rejects)} of {len(release) + len(rejects)} release rows could not be read; "
+                                 f"the first: {rejects[0]}")
+        run_eval(config, console, problems=release)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         _fail(console, error)
 
@@ -217,6 +235,8 @@ def serve(
     time_limit: Optional[float] = typer.Option(None, help=f"CPU seconds per test for problems that set none [default: {DEFAULT_TIME_LIMIT_S}]."),
     memory_limit: Optional[int] = typer.Option(None, help=f"MiB per run for problems that set none and for /run_code's memory_limit_MB -1 [default: {DEFAULT_MEMORY_LIMIT_MB}]."),
     max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds [default: 60.0]."),
+    client_grace: Optional[float] = typer.Option(None, help="Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl: 10); each answer comes 1 s before that budget ends [default: 10.0]."),
+    shutdown_grace: Optional[float] = typer.Option(None, help="Seconds requests in progress get to finish after SIGTERM/SIGINT; then they are answered 503 [default: 5.0]."),
 ) -> None:
     """Serve the evaluator over HTTP: SandboxFusion's /run_code, /evaluate (streamed result rows), /health."""
     from microcoder.service.config import ServeConfig
@@ -225,7 +245,8 @@ def serve(
     try:
         config = ServeConfig(**_given(host=host, port=port, workers=workers, token=token, problems=problems, mode=mode,
                                       queue_limit=queue_limit, max_body_mb=max_body_mb, time_limit_s=time_limit,
-                                      memory_limit_mb=memory_limit, max_run_timeout_s=max_run_timeout))
+                                      memory_limit_mb=memory_limit, max_run_timeout_s=max_run_timeout,
+                                      client_grace_s=client_grace, shutdown_grace_s=shutdown_grace))
         from microcoder.service.app import run_server  # FastAPI and uvicorn: the `serve` extra
 
         run_server(config)

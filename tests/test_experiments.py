@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from microcoder.experiments.report import NUMBERS_BEGIN, VERDICTS_BEGIN, report_all
+from microcoder.experiments.report import COUNTS_BEGIN, COUNTS_END, NUMBERS_BEGIN, VERDICTS_BEGIN, report_all
 from microcoder.experiments.runner import run_experiment, run_state
 from microcoder.experiments.spec import load_spec
 from microcoder.experiments.verdict import paired_verdict, value_at
@@ -32,6 +32,7 @@ def tiny_train(calls):
     return train
 
 
+@pytest.mark.slow
 def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
     calls = []
     outcomes = run_experiment(SPEC, tmp_path, train=tiny_train(calls), log=lambda line: None)
@@ -132,6 +133,7 @@ def refuse(config, resume):
     raise Interrupted(f"asked to train {config.run_dir}")
 
 
+@pytest.mark.slow
 def test_a_length_extension_arm_trains_its_phases_in_order_and_resumes_between_them(tmp_path):
     spec = write_spec(tmp_path, name="extend", seeds=[0], overrides=["heldout_size=0", "total_steps=3"],
                       arms={"short_then_long": {"overrides": ["max_new_tokens=8"],
@@ -167,6 +169,7 @@ def test_a_phase_may_not_change_the_batch_or_end_after_the_run(tmp_path):
         load_spec(spec)
 
 
+@pytest.mark.slow
 def test_parallel_runs_go_to_worker_processes_with_progress_lines(tmp_path):
     arms = {"base_lr": [], "high_lr": ["learning_rate=0.01"], "broken": [f"problems={tmp_path / 'missing.jsonl'}"]}
     spec = write_spec(tmp_path, name="parallel", seeds=[0], overrides=["heldout_size=0"], arms=arms)
@@ -263,6 +266,26 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert "Reproduced: the hand-written verdict" in after and after.count(NUMBERS_BEGIN) == 1
     assert after.count(VERDICTS_BEGIN) == 1 and idle in after
     assert "| large | reward_mean | 0.600 +- 0.500 |" in after
+
+
+def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
+    grid = tmp_path / "runs" / "lr"
+    grid.mkdir(parents=True)
+    (grid / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "lr", "arms": {"low": [], "high": []}, "seeds": [0, 1, 2], "metrics": ["reward_mean"],
+        "findings": [{"claim": "High ends higher", "metric": "reward_mean", "arms": ["high", "low"],
+                      "direction": "greater"},
+                     {"claim": "Low ends higher", "metric": "reward_mean", "arms": ["low", "high"],
+                      "direction": "greater"}]}))
+    for arm, base in (("low", 0.1), ("high", 0.5)):
+        for seed in (0, 1, 2):
+            # high - low per seed: 0.4, 0.5, 0.6 -> mean 0.5, SE 0.058: one reproduced, one contradicted
+            fake_run(grid / arm / f"seed-{seed}", 2, [{"step": 1, "reward_mean": base + (0.1 * seed if arm == "high" else 0)}])
+    front = tmp_path / "README.md"
+    front.write_text(f"# x\n{COUNTS_BEGIN}\nstale\n{COUNTS_END}\nkept\n")
+    report_all(tmp_path / "runs", docs=tmp_path / "docs" / "experiments")
+    assert front.read_text() == (f"# x\n{COUNTS_BEGIN}\nOf 2 findings: 1 reproduced, 1 contradicted.\n"
+                                 f"{COUNTS_END}\nkept\n")
 
 
 def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
@@ -384,6 +407,7 @@ def test_a_run_being_trained_is_neither_removed_nor_trained_again_by_a_second_ru
     assert seen[-1] == "later"
 
 
+@pytest.mark.slow
 def test_a_killed_runners_workers_end_with_it(tmp_path):
     """Parallel runs live in worker processes; SIGKILL the runner and they must not train on."""
     script = tmp_path / "runner.py"

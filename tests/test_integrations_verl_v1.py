@@ -194,6 +194,6 @@ def test_a_session_of_several_outputs_is_refused_in_a_v1_step(transfer_queue, pr
     as a response of its own, and the estimator refuses the batch, saying why."""
     ANSWERS.clear()
     ANSWERS[0] = [[tokens(WRONG, False)], [tokens(WRONG, False), tokens(CORRECT, False)],
-                  [tokens(CORRECT, False)], [tokens(WRONG, False)]]  # session 1: two turns
+                  [tokens(CORRECT, False)], [tokens(WRONG, False)]]  # the second session: two turns
     with pytest.raises(ValueError, match="several outputs"):
         Stand(v1_config(problems_file)).step([SUM_PROBLEM])

@@ -69,7 +69,13 @@ def test_pass_at_1_overall_by_source_and_difficulty_at_two_lengths(tmp_path):
     full = summary["pass@1"]["4096"]
     # Per problem at 4096 tokens: sum 2/4, double 2/4, square 4/4.
     assert full["all"]["pass@1"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)
-    assert full["all"] == {"pass@1": pytest.approx(2 / 3), "problems": 3, "samples": 12}
+    # Standard error of the mean of (0.5, 0.5, 1): deviations -1/6, -1/6, 1/3 square to 1/6,
+    # over m - 1 = 2 is 1/12, over m = 3 is 1/36; its root is 1/6.
+    assert full["all"] == {"pass@1": pytest.approx(2 / 3), "stderr": pytest.approx(1 / 6), "problems": 3,
+                           "samples": 12}
+    # A group of one problem has no standard error; hard = (0.5, 1): sqrt(0.125 / 2) = 0.25.
+    assert full["difficulty"]["easy"]["stderr"] is None
+    assert full["difficulty"]["hard"]["stderr"] == pytest.approx(0.25)
     # alpha = {sum, square}: (0.5 + 1) / 2; beta = {double}: 0.5.
     assert full["source"]["alpha"]["pass@1"] == pytest.approx(0.75)
     assert full["source"]["beta"]["pass@1"] == pytest.approx(0.5)
@@ -102,7 +108,55 @@ def test_judge_errors_are_left_out_of_pass_at_1():
             ResultRow("double", 0, 8, "judge_error", 0.0, 3, False)]
     table = pass_at_1_table(rows, {problem.id: problem for problem in PROBLEMS})
     # sum: 1 right of 2 judged; double has no judged sample and is left out.
-    assert table[8]["all"] == {"pass@1": 0.5, "problems": 1, "samples": 2}
+    assert table[8]["all"] == {"pass@1": 0.5, "stderr": None, "problems": 1, "samples": 2}
+
+
+def test_the_strict_judge_is_reported_beside_the_robust_one(tmp_path):
+    # "3.0" for "3": the robust judge wants an expected integer printed exactly; the strict
+    # judge (LiveCodeBench's Decimal equality) accepts it.
+    float_sum = block("a, b = map(int, input().split())\nprint(float(a + b))")
+    CANNED["sum_as_float"] = [float_sum, RIGHT_SUM, WRONG_SUM, float_sum]
+    problem = stdin_problem([("1 2\n", "3\n")], problem_id="sum_as_float", difficulty="medium")
+    summary = run_eval(config(tmp_path, max_new_tokens=(4096,)), generator=CannedGenerator(), problems=[problem])
+    assert summary["pass@1"]["4096"]["difficulty"]["medium"]["pass@1"] == 0.25
+    assert summary["pass@1_strict"]["4096"]["difficulty"]["medium"]["pass@1"] == 0.75
+    assert summary["pass@1_strict"]["4096"]["verdicts"] == {"accepted": 3, "wrong_answer": 1}
+    rows = [json.loads(line) for line in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()]
+    assert [(row["verdict"], row["strict_verdict"]) for row in rows] == [
+        ("wrong_answer", "accepted"), ("accepted", "accepted"), ("wrong_answer", "wrong_answer"),
+        ("wrong_answer", "accepted")]
+    # Without the strict judge nothing is judged twice and no strict table is written.
+    alone = run_eval(config(tmp_path, out=tmp_path / "robust", max_new_tokens=(4096,), strict_judge=False),
+                     generator=CannedGenerator(), problems=[problem])
+    assert "pass@1_strict" not in alone and alone["pass@1"] == summary["pass@1"]
+
+
+def test_a_date_window_keeps_the_problems_dated_within_it(tmp_path):
+    dated = [SUM.model_copy(update={"date": "2025-01-31"}), DOUBLE.model_copy(update={"date": "2025-02-01"}),
+             SQUARE.model_copy(update={"date": "2025-04-30"})]
+    generator = CannedGenerator()
+    summary = run_eval(config(tmp_path, since="2025-02-01", until="2025-04-30"), generator=generator,
+                       problems=[*dated, stdin_problem([("1\n", "1\n")], problem_id="undated")])
+    # Both ends are inclusive; the day before and the undated problem are left out.
+    assert summary["problems"] == 2 and sorted(id for ids, _ in generator.calls for id in ids) == ["double", "square"]
+    assert summary["config"]["since"] == "2025-02-01" and summary["config"]["until"] == "2025-04-30"
+    with pytest.raises(ValueError, match="dated within 2026-01-01"):
+        run_eval(config(tmp_path, out=tmp_path / "none", since="2026-01-01"), generator=CannedGenerator(),
+                 problems=dated)
+    with pytest.raises(ValueError, match="since must be a date"):
+        EvalConfig(since="Feb 2025")
+
+
+def test_problems_with_a_platform_are_grouped_by_it():
+    atcoder = SUM.model_copy(update={"metadata": {"platform": "atcoder"}})
+    leetcode = SQUARE.model_copy(update={"metadata": {"platform": "leetcode"}})
+    rows = [ResultRow("sum", 0, 8, "accepted", 1.0, 3, False), ResultRow("sum", 1, 8, "wrong_answer", 0.0, 3, False),
+            ResultRow("square", 0, 8, "accepted", 1.0, 3, False), ResultRow("double", 0, 8, "accepted", 1.0, 3, False)]
+    table = pass_at_1_table(rows, {problem.id: problem for problem in (atcoder, leetcode, DOUBLE)})
+    # double names no platform: it counts in "all" only.
+    assert table[8]["platform"] == {"atcoder": {"pass@1": 0.5, "stderr": None, "problems": 1, "samples": 2},
+                                    "leetcode": {"pass@1": 1.0, "stderr": None, "problems": 1, "samples": 1}}
+    assert table[8]["all"]["problems"] == 3
 
 
 def test_cut_to_length_marks_truncation_and_keeps_short_responses():
@@ -141,6 +195,17 @@ def test_resume_refuses_other_settings(tmp_path):
         run_eval(config(tmp_path, n=4), generator=CannedGenerator(), problems=PROBLEMS)
 
 
+def test_a_directory_judged_once_resumes_only_without_the_strict_judge(tmp_path):
+    run_eval(config(tmp_path, strict_judge=False), generator=CannedGenerator(), problems=PROBLEMS)
+    # Its rows have no strict verdicts: asking for the strict table there is refused ...
+    with pytest.raises(ValueError, match="strict_judge: None there, True now"):
+        run_eval(config(tmp_path), generator=CannedGenerator(), problems=PROBLEMS)
+    # ... and the same settings resume it with nothing to generate.
+    idle = CannedGenerator()
+    run_eval(config(tmp_path, strict_judge=False), generator=idle, problems=PROBLEMS)
+    assert idle.calls == []
+
+
 def test_eval_command_with_the_tiny_model(tmp_path):
     """The real path: load a checkpoint, render chat prompts, sample, judge. A random model
     writes no code, so every sample is `no_code` and truncated at both lengths."""
@@ -161,7 +226,7 @@ def test_eval_command_with_the_tiny_model(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["pass@1"]) == {"3", "6"}
     for length in ("3", "6"):
-        assert summary["pass@1"][length]["all"] == {"pass@1": 0.0, "problems": 2, "samples": 4}
+        assert summary["pass@1"][length]["all"] == {"pass@1": 0.0, "stderr": 0.0, "problems": 2, "samples": 4}
         assert summary["pass@1"][length]["fraction_truncated"] == 1.0
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert [len(sample["token_ids"]) for sample in samples] == [6, 6, 6, 6]

@@ -159,3 +159,24 @@ def test_main_has_the_names_cpython_gives_it(sandbox):
     assert result.stdout.decode() == (
         "['__annotations__', '__builtins__', '__cached__', '__doc__', '__file__', '__loader__', '__name__', "
         "'__package__', '__spec__', 'main', 'sys'] {} None SourceFileLoader\n")
+
+
+@pytest.mark.parametrize("source", [
+    "def f(values):\n    return values[3]\n\nprint(f([1, 2]))\n",
+    "try:\n    1 / 0\nexcept ZeroDivisionError as error:\n    raise KeyError('k') from error\n",
+    "x = 1\nprint(undefined_name + x)\n",
+    "def f(:\n    pass\n",
+    "import warnings\nwarnings.warn('careful')\nraise SystemExit('bye')\n",
+])
+def test_stderr_is_what_python3_solution_py_prints(sandbox, tmp_path, source):
+    # No frame of the harness, the program's lines under its frames, and the program named
+    # solution.py (as `python3 solution.py` names it, without the directory it runs in).
+    (tmp_path / "solution.py").write_text(source)
+    import subprocess
+    import sys
+
+    plain = subprocess.run([sys.executable, "solution.py"], cwd=tmp_path, capture_output=True)
+    expected = plain.stderr.replace(str(tmp_path / "solution.py").encode(), b"solution.py")
+    result = sandbox.run(source, b"", time_limit_s=5.0)
+    assert result.stderr == expected
+    assert result.exit_code == plain.returncode

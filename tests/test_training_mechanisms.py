@@ -1,4 +1,4 @@
-"""Each mechanism of issue 8 on the real training path (`run_training` on the tiny model,
+"""Each mechanism of the paper's three algorithms on the real training path (`run_training` on the tiny model,
 CPU): a test here fails when the mechanism is removed from the trainer.
 
 Verdicts come from `ScriptedEvaluator` (tests/training_support.py): a random-init model

@@ -1,4 +1,4 @@
-"""Judging hidden behind sampling (issue 11, part 2), on the real trainer path (tiny model, CPU).
+"""Judging hidden behind sampling, on the real trainer path (tiny model, CPU).
 
 With `reward_overlap`, each chunk of a rollout (`rollout_chunks`) is judged in a
 background thread as soon as it is sampled, while the trainer samples the next chunk and

@@ -29,7 +29,7 @@ ROLLOUT_KEYS = {"step", "reward_mean", "accuracy_mean", "response_length_mean", 
                 "seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second",
                 "loss", "reward_cache_hit_rate"}
 # The keys through which the paper's three algorithms differ; a preset may differ from
-# another only here (issue 8: any other difference would confound the comparison).
+# another only here (any other difference would confound the comparison).
 MECHANISM_KEYS = {"beta", "eps_high", "truncation_mask", "dynamic_sampling", "overlong_cache_length",
                   "temperature_stages"}
 # The keys a tiny preset changes for a 2-step test run (the same values in every *-tiny.yaml).

@@ -28,3 +28,13 @@ def mean_pass_at_k(num_samples: Sequence[int], num_correct: Sequence[int], k: in
     if not num_samples:
         return float("nan")
     return float(np.mean([pass_at_k(n, c, k) for n, c in zip(num_samples, num_correct)]))
+
+
+def standard_error(values: Sequence[float]) -> float:
+    """Standard error of the mean of per-problem values (e.g. each problem's pass@1):
+    sample standard deviation (ddof 1) / sqrt(count). It treats the problems as drawn from
+    a larger pool, so it covers both which problems were asked and the sampling within
+    each. nan for fewer than two values."""
+    if len(values) < 2:
+        return float("nan")
+    return float(np.std(values, ddof=1) / np.sqrt(len(values)))

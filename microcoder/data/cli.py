@@ -12,8 +12,8 @@ data_app = typer.Typer(help="Convert and build problem sets.", no_args_is_help=T
 
 @data_app.command("convert")
 def convert(
-    input: Path = typer.Argument(..., exists=True, dir_okay=False, help="Source file (.json, .jsonl, .jsonl.gz)."),
-    format: str = typer.Option("auto", "--format", help="auto|livecodebench|leetcodedataset|humaneval|humanevalpack|mbpp|codecontests|codeforces|apps"),
+    input: Path = typer.Argument(..., exists=True, dir_okay=False, help="Source file (.json, .jsonl, .jsonl.gz; .parquet for livecodebench_release)."),
+    format: str = typer.Option("auto", "--format", help="auto|livecodebench|livecodebench_release|leetcodedataset|humaneval|humanevalpack|mbpp|codecontests|codeforces|apps"),
     out: Path = typer.Option(..., "--out", help="Canonical JSONL to write."),
     rejects: Path | None = typer.Option(None, "--rejects", help="JSONL of rejected rows with file, row, field, reason."),
     workers: int = typer.Option(2, "--workers", help="Sandbox workers for formats whose asserts are recorded."),

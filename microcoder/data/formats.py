@@ -25,6 +25,7 @@ class SourceFormat:
 
 FORMATS: dict[str, SourceFormat] = {source_format.name: source_format for source_format in (
     SourceFormat("livecodebench", 'MIT (rllm-org/rllm release; problem text from AtCoder/LeetCode)', assert_tests=False),
+    SourceFormat("livecodebench_release", 'CC, version unstated (livecodebench/code_generation_lite card; problem text from AtCoder/LeetCode)', assert_tests=False),
     SourceFormat("leetcodedataset", "MIT (newfacade/LeetCodeDataset; problem text is LeetCode's)", assert_tests=False),
     SourceFormat("humaneval", 'MIT (openai/human-eval)', assert_tests=True),
     SourceFormat("humanevalpack", 'MIT (bigcode-project/octopack)', assert_tests=True),

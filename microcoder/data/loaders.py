@@ -34,6 +34,7 @@ from microcoder.data.literals import (
     literal,
     matches_annotation,
 )
+from microcoder.data.livecodebench import is_release_record, read_parquet_records, release_fields
 from microcoder.data.records import Reject, Row, RowRejected, base_metadata, read_records
 from microcoder.problems import Checker, Problem, TestCase
 
@@ -57,6 +58,8 @@ def detect_format(path: str | Path, first_record: Any = None) -> str:
     if not isinstance(record, dict):
         raise ValueError(f"{path}: cannot detect the format: no JSON object records; pass --format")
     keys = set(record)
+    if is_release_record(record):
+        return "livecodebench_release"
     if "buggy_solution" in keys:
         return "humanevalpack"
     if {"input_output", "entry_point"} <= keys:
@@ -86,7 +89,7 @@ def load_problems(
     mbpp) need a sandbox to record their tests; without one, a `Sandbox(workers=workers)`
     is started for the conversion. Ids that repeat within the file are rejected."""
     path = Path(path)
-    rows = list(read_records(path))
+    rows = list(read_parquet_records(path) if path.suffix == ".parquet" else read_records(path))
     if format == "auto":
         first = next((record for _, record, _ in rows if record is not None), None)
         format = detect_format(path, first)
@@ -109,6 +112,7 @@ def load_problems(
     else:
         convert = {
             "livecodebench": _livecodebench,
+            "livecodebench_release": _livecodebench_release,
             "leetcodedataset": _leetcodedataset,
             "codecontests": _codecontests,
             "codeforces": _codeforces,
@@ -369,6 +373,15 @@ def _livecodebench(item: Row, shared: set[tuple[str, str]]) -> Problem:
         fields["prelude"] = None
     else:
         fields["checker"] = stdin_checker(statement)
+    return item.finish(fields, tests)
+
+
+def _livecodebench_release(item: Row, shared: set[tuple[str, str]]) -> Problem:
+    """The official release (livecodebench.py): every test kept, as the benchmark has them."""
+    fields, tests = release_fields(item)
+    fields["metadata"]["statement_sha1"] = _statement_hash(fields["prompt"])
+    if fields["kind"] == "stdin":
+        fields["checker"] = stdin_checker(fields["prompt"])
     return item.finish(fields, tests)
 
 

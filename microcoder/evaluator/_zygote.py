@@ -62,6 +62,7 @@ import atexit  # noqa: E402
 import fcntl  # noqa: E402
 import gc  # noqa: E402
 import itertools  # noqa: E402
+import linecache  # noqa: E402
 import _thread  # noqa: E402
 import builtins  # noqa: E402
 import io  # noqa: E402
@@ -88,6 +89,9 @@ MAX_FD = 1 << 16
 COMPILE_IN_HELPER_BYTES = 1 << 20  # larger sources: each child compiles them itself
 COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, OverflowError)  # MemoryError is the limit's
 MAX_COMPILED_BYTES = 16 << 20  # a larger code object is compiled by each child instead of kept
+# The program's file name in its code: tracebacks and warnings name it as they would for
+# `python3 solution.py`, not by the run directory it happens to run in.
+PROGRAM_NAME = "solution.py"
 # Set by prepare_worker(): what every child uses as it is.
 CHILD_DIRECTORY = CHILD_FILE = CHILD_MAIN = None
 CHILD_ARGV = ["solution.py"]
@@ -466,14 +470,24 @@ def exit_code_of(error):
 
 def report_uncaught(error):
     """An uncaught exception, as CPython's PyErr_Print reports it: sys.last_* set, then
-    sys.excepthook (the program may have its own) on the traceback without our frame."""
-    tb = error.__traceback__.tb_next if error.__traceback__ is not None else None
+    sys.excepthook (the program may have its own) on the traceback without our frames
+    (the exception's own `__traceback__` too: the default hook prints that one)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    error.__traceback__ = tb
     sys.last_type, sys.last_value, sys.last_traceback = type(error), error, tb
     hook = getattr(sys, "excepthook", None)
     try:
         if hook is None:
             raise RuntimeError("lost sys.excepthook")
-        hook(type(error), error, tb)
+        if hook is sys.__excepthook__ and sys.stderr is not None:
+            # The default hook's own printer, in Python: it finds the program's lines
+            # through linecache (compiled_program), where CPython's C printer reads the
+            # file, which the program does not have.
+            sys.stderr.write("".join(traceback.format_exception(type(error), error, tb)))
+        else:
+            hook(type(error), error, tb)
     except BaseException as hook_error:  # noqa: BLE001
         try:
             text = "Error in sys.excepthook:\n" + "".join(traceback.format_exception(hook_error))
@@ -537,6 +551,9 @@ def compiled_program(source, request, uid):
     global _program
     if _program[0] != source:
         _program = (None, None)
+        # The program's lines for tracebacks (a lazy linecache entry, read only when one
+        # is printed): the source is not a file the run could read.
+        linecache.cache[PROGRAM_NAME] = (lambda: source,)
         _program = (source, compile_in_helper(source, request, uid))
     return _program[1]
 
@@ -562,7 +579,7 @@ def compile_in_helper(source, request, uid):
                 become(uid)
             with warnings.catch_warnings(record=True) as caught:
                 try:
-                    answer = ["code", marshal.dumps(compile(source, CHILD_FILE, "exec"))]
+                    answer = ["code", marshal.dumps(compile(source, PROGRAM_NAME, "exec"))]
                 except MemoryError:
                     answer = ["child", b""]
                 except COMPILE_ERRORS as error:
@@ -671,7 +688,7 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
     code = program
     if isinstance(program, str):  # the worker's helper could not compile it within the limits: here
         try:
-            code = compile(program, CHILD_FILE, "exec")
+            code = compile(program, PROGRAM_NAME, "exec")
         except COMPILE_ERRORS:
             traceback.print_exc(limit=0)
             os.write(STATUS_FD, b"S")
@@ -807,14 +824,22 @@ def drop_capabilities():
 
 
 BACKSTOP = [None, False]  # the run's pid while the worker waits for it; whether the backstop killed it
+# A SIGALRM that came while no run was waited for: the caller stopping the run it sent
+# (sandbox.RunStop) before its child started. Cleared as each request is read: a stop
+# the caller sent for an earlier run has been handled by then (see RunStop.stop).
+STOP_REQUESTED = [False]
 
 
 def on_backstop(signum, frame):
-    """SIGALRM, while the worker waits for a run past its wall-clock limit: kill its group."""
+    """SIGALRM, while the worker waits for a run past its wall-clock limit, or sent by the
+    caller to stop the run: kill its group. Before the run's child is waited for, the
+    stop is kept for when it is."""
     pid = BACKSTOP[0]
     if pid is not None:
         BACKSTOP[1] = True
         kill_group(pid)
+    else:
+        STOP_REQUESTED[0] = True
 
 
 def wait_with_backstop(pid, wall_limit):
@@ -827,6 +852,9 @@ def wait_with_backstop(pid, wall_limit):
     object cost a few such copies per run)."""
     BACKSTOP[:] = [pid, False]
     signal.setitimer(signal.ITIMER_REAL, wall_limit)
+    if STOP_REQUESTED[0]:  # stopped before it started: the child may not lead its group yet
+        BACKSTOP[1] = True
+        os.kill(pid, signal.SIGKILL)
     try:
         _, status, rusage = os.wait4(pid, 0)  # retried after the handler (PEP 475)
     finally:
@@ -946,6 +974,9 @@ def run(request, blobs, config):
         # ours. The worker itself goes on collecting as before.
         gc.freeze()
         started = time.monotonic()
+        if STOP_REQUESTED[0]:  # stopped while it was being prepared: never started
+            gc.unfreeze()
+            return dict(NO_EXIT_STATUS, exit_code=None, wall_timeout=True, status=""), [b"", b"", b""]
         pid = os.fork()
         if pid == 0:
             child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid)
@@ -1174,6 +1205,7 @@ def main():
             return  # the caller is gone
         if request.get("op") == "exit":
             return
+        STOP_REQUESTED[0] = False
         try:
             header, out = run(request, blobs, config)
         except Exception:  # noqa: BLE001 - report the zygote's own failure, keep serving

@@ -307,8 +307,9 @@ class Evaluator:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    def close(self) -> None:
-        self.sandbox.close()
+    def close(self, kill: bool = False) -> None:
+        """Close the workers; `kill` ends the runs in progress now (Sandbox.close)."""
+        self.sandbox.close(kill=kill)
 
     def judging(self, mode: Literal["robust", "strict"]) -> Evaluator:
         """This evaluator's workers judging in `mode` (no new processes; close the original only)."""

@@ -27,6 +27,7 @@ the sandbox warns once and relies on rlimits.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import itertools
 import json
@@ -607,11 +608,22 @@ class Worker:
         self.unswept = bool(header.get("retiring"))
         return header, blobs
 
+    def interrupt(self) -> None:
+        """Stop the run in progress (or the next one, when its child has not started yet):
+        SIGALRM is the worker's wall-clock backstop, fired now."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGALRM)
+
+    def kill(self) -> None:
+        """End the worker now; its runs die with it (their parent-death signal)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
     def close(self) -> None:
         if self.process.poll() is None:
             try:
                 write_message(self.process.stdin.fileno(), {"op": "exit"})
-            except OSError:
+            except (OSError, ValueError):  # ValueError: closed already, by another thread
                 pass
         for stream in (self.process.stdin, self.process.stdout):
             try:
@@ -660,6 +672,9 @@ def classify(header: dict, stdout: bytes, stderr: bytes, time_limit_s: float,
     if "P" in status:
         return "sandbox_error", f"the problem's prelude fails: {_last_line(stderr)[:300]}"
     if "C" not in status:
+        if header["wall_timeout"]:  # its deadline, or a RunStop, came before the program started
+            return "time_limit_exceeded", (f"stopped by the wall-clock backstop before the program started "
+                                           f"(limit {time_limit_s}s, {header['wall_s']:.2f}s wall)")
         return "sandbox_error", "the run ended before the program started: " + stderr.decode("utf-8", "replace")[-1000:]
     if header.get("oom_kills") and not (exit_code == 0 and signum is None):
         # The kernel killed a process of the run at the cgroup's limit: a fact, where the
@@ -685,6 +700,37 @@ def classify(header: dict, stdout: bytes, stderr: bytes, time_limit_s: float,
         return "memory_limit_exceeded", f"limit {memory_limit_mb} MiB; {tail[:200]}"
     how = f"killed by signal {_signal_name(signum)}" if signum else f"exit code {exit_code}"
     return "runtime_error", f"{how}: {tail[:300]}"
+
+
+class RunStop:
+    """Stops one run (`Sandbox.run(..., stop=)`) from another thread: stopped before it
+    starts, it never starts; stopped while it runs, its process group is killed (the
+    worker's wall-clock backstop, fired early). Either way it is `time_limit_exceeded`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.stopped = False
+        self._worker: Worker | None = None
+
+    def stop(self) -> None:
+        # Under the lock: once run() has detached the worker, no signal of ours can reach
+        # it, so none can stop a later run of that worker (the worker clears a pending
+        # stop as it reads each request).
+        with self._lock:
+            self.stopped = True
+            if self._worker is not None:
+                self._worker.interrupt()
+
+    def _attach(self, worker: Worker) -> bool:
+        with self._lock:
+            if self.stopped:
+                return False
+            self._worker = worker
+            return True
+
+    def _detach(self) -> None:
+        with self._lock:
+            self._worker = None
 
 
 class Sandbox:
@@ -753,10 +799,15 @@ class Sandbox:
             return [worker.pids_cgroup for worker in self._all if worker.pids_cgroup]
 
     def _start_worker(self) -> Worker:
+        if self._closed:  # a run that met a killed worker (close(kill=True)) starts no other
+            raise RuntimeError("sandbox is closed")
         worker = Worker(self.plan, self.config, self.cgroups)
         with self._lock:
-            self._all.append(worker)
-        return worker
+            if not self._closed:
+                self._all.append(worker)
+                return worker
+        worker.close()
+        raise RuntimeError("sandbox is closed")
 
     def _take_idle(self) -> Worker | None:
         with self._idle_changed:
@@ -792,9 +843,16 @@ class Sandbox:
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
         output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB,
+        deadline: float | None = None,
+        stop: RunStop | None = None,
     ) -> ProgramRun:
         """Run one program (`kind="stdin"`) or one call of its entry point (`kind="call"`,
-        `arguments` one JSON value each) and say what happened."""
+        `arguments` one JSON value each) and say what happened.
+
+        `deadline` (a `time.monotonic()` time): the run ends by then. Its wall-clock
+        backstop is cut to what is left when it gets a worker; one that gets its worker
+        after the deadline does not run. `stop`: lets another thread end it (RunStop).
+        Both make it `time_limit_exceeded`."""
         if self._closed:
             raise RuntimeError("sandbox is closed")
         if kind not in ("stdin", "call"):
@@ -820,6 +878,13 @@ class Sandbox:
                     dead, worker = worker, None  # back in the pool as "not started" should a start fail
                     self._retire(dead)
                 worker = self._start_worker()
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return ProgramRun("time_limit_exceeded", detail="its deadline passed before it got a worker")
+                request["wall_limit_s"] = min(request["wall_limit_s"], left)
+            if stop is not None and not stop._attach(worker):
+                return ProgramRun("time_limit_exceeded", detail="stopped before it started")
             try:
                 header, blobs = worker.run(request, source.encode("utf-8", "surrogatepass"), stdin_bytes)
             except (EOFError, OSError, ValueError):
@@ -834,6 +899,9 @@ class Sandbox:
                 self._retire(worker)
                 worker = None
                 raise
+            finally:
+                if stop is not None:
+                    stop._detach()
             if header.pop("retiring", False):  # it could not clean up after the run: it exits now
                 self._retire(worker)
                 worker = None
@@ -882,10 +950,18 @@ class Sandbox:
         """`function` over `items` on the sandbox's own thread pool (one thread per worker)."""
         return self._executor.map(function, items)
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Close every worker. `kill`: end the runs in progress now (their workers are
+        killed; each is reported to its caller as a run that killed its worker) instead
+        of waiting for them to end."""
         if self._closed:
             return
         self._closed = True
+        if kill:
+            with self._lock:
+                running = list(self._all)
+            for worker in running:
+                worker.kill()
         self._executor.shutdown(wait=True)
         with self._lock:
             workers, self._all = self._all, []
@@ -911,4 +987,4 @@ def _close_open_sandboxes() -> None:
         _remove_cgroup(path)
 
 
-__all__ = ["Sandbox", "SandboxConfig", "ProgramRun", "STATUSES", "CgroupPlan", "cgroup_plan", "isolation_plan"]
+__all__ = ["Sandbox", "SandboxConfig", "ProgramRun", "RunStop", "STATUSES", "CgroupPlan", "cgroup_plan", "isolation_plan"]

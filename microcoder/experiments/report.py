@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import shutil
 import statistics
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -39,8 +40,8 @@ import yaml
 from microcoder.experiments.runner import (SHARED_FILE, load_grid_spec, resolve_run, run_state, shared_target,
                                            visible_reward_seconds)
 from microcoder.experiments.spec import Finding
-from microcoder.experiments.verdict import (RULE, Verdict, identical_arms, mechanism_value, paired_verdict,
-                                            value_at)
+from microcoder.experiments.verdict import (CONTRADICTED, IDLE, INCONCLUSIVE, REPRODUCED, RULE, UNTESTABLE, Verdict,
+                                            identical_arms, mechanism_value, paired_verdict, value_at)
 from microcoder.training.plots import METRICS_FILE, read_metrics, series
 
 # The reward's share is the time the step waited for the judge: with reward_overlap the
@@ -53,6 +54,8 @@ VERDICTS_BEGIN = "<!-- VERDICTS: written by `microcoder experiment report --docs
 VERDICTS_END = "<!-- /VERDICTS -->"
 SUMMARY_BEGIN = "<!-- SUMMARY: written by `microcoder experiment report --docs` from every grid in data/; edits here are lost -->"
 SUMMARY_END = "<!-- /SUMMARY -->"
+COUNTS_BEGIN = "<!-- COUNTS: written by `microcoder experiment report --docs docs/experiments`; edits here are lost -->"
+COUNTS_END = "<!-- /COUNTS -->"
 PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
 SHARED_FILES = ("config.yaml", SHARED_FILE)
 BUDGET_AXES = {"groups_generated": "groups generated (cumulative)",
@@ -507,9 +510,28 @@ def summary_table(data: Path) -> str:
     return "\n".join(lines)
 
 
+def verdict_counts(data: Path) -> str:
+    """One sentence counting the verdicts of every computed finding under `data`, in the
+    rule's order: "Of 39 findings: 8 reproduced, 2 contradicted, ..."."""
+    counts = Counter()
+    for grid in data.glob("*/spec.yaml"):
+        spec = load_grid_spec(grid.parent)
+        runs = seed_runs(grid.parent, spec)
+        counts.update(finding_result(finding, runs)[0].verdict for finding in spec.computed_findings)
+    order = (REPRODUCED, CONTRADICTED, INCONCLUSIVE, UNTESTABLE, IDLE)
+    parts = ", ".join(f"{counts[name]} {name}" for name in order if counts[name])
+    return f"Of {sum(counts.values())} findings: {parts}."
+
+
 def publish_summary(docs: Path) -> Path:
-    """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data."""
+    """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data, and the
+    COUNTS line of the repository README two folders up when it has one (docs/experiments
+    -> README.md)."""
     readme = docs / "README.md"
+    front = docs.parent.parent / "README.md"
+    if front.is_file() and COUNTS_BEGIN in (front_text := front.read_text(encoding="utf-8")):
+        line = f"{COUNTS_BEGIN}\n{verdict_counts(docs / 'data')}\n{COUNTS_END}"
+        front.write_text(replace_block(front, front_text, COUNTS_BEGIN, COUNTS_END, line), encoding="utf-8")
     block = f"{SUMMARY_BEGIN}\n{summary_table(docs / 'data')}\n{SUMMARY_END}"
     if readme.is_file():
         text = replace_block(readme, readme.read_text(encoding="utf-8"), SUMMARY_BEGIN, SUMMARY_END, block)

@@ -2,7 +2,10 @@
 
 pass@1 is the unbiased estimate from n samples (c / n per problem, averaged over
 problems), overall and by source and by difficulty, at one or more maximum response
-lengths, as the paper reports LiveCodeBench at 4K and 8K.
+lengths, as the paper reports LiveCodeBench at 4K and 8K. Each value comes with its
+standard error over problems, and every sample is judged twice: by our robust judge and by
+the strict one (LiveCodeBench's rules), printed side by side. `since` / `until` keep the
+problems whose date lies in a window (LiveCodeBench's contest dates).
 
 Several lengths from one generation (our choice; the paper is silent). Sampling with a
 limit L only stops generation: the first L tokens of a response sampled with limit
@@ -29,7 +32,9 @@ samples as an uninterrupted one.
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -39,12 +44,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from microcoder.algorithms.pass_at_k import pass_at_k
+from microcoder.algorithms.pass_at_k import pass_at_k, standard_error
 from microcoder.policy.generation import GeneratedText, ModelGenerator, ResponseGenerator
 from microcoder.problems import Problem, ProblemFormatError, iter_jsonl
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 NO_LABEL = "(none)"
+JUDGES = ("robust", "strict")
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,13 @@ class EvalConfig:
     """Evaluator parallel runs; 0 = one per usable core."""
     backend: str = "auto"
     """Generation backend: auto, hf or vllm (see microcoder.policy.generation)."""
+    since: str | None = None
+    """Keep only problems dated on or after this day (YYYY-MM-DD); undated problems go too."""
+    until: str | None = None
+    """Keep only problems dated on or before this day (YYYY-MM-DD), inclusive."""
+    strict_judge: bool = True
+    """Also judge every sample by the strict judge (LiveCodeBench's comparison rules) and
+    report its pass@1 beside the robust one; costs a second judging pass, no generation."""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -86,6 +99,12 @@ class EvalConfig:
             raise ValueError(f"max_new_tokens needs one or more positive lengths, got {self.max_new_tokens}")
         if self.problems_per_chunk < 1:
             raise ValueError(f"problems_per_chunk must be >= 1, got {self.problems_per_chunk}")
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and not _is_day(value):
+                raise ValueError(f"{name} must be a date YYYY-MM-DD, got {value!r}")
+        if self.since and self.until and self.since > self.until:
+            raise ValueError(f"since {self.since} is after until {self.until}")
 
     @property
     def lengths(self) -> list[int]:
@@ -93,9 +112,12 @@ class EvalConfig:
         return sorted(set(self.max_new_tokens))
 
     def identity(self) -> dict:
-        """What the rows depend on; a resumed run must match it."""
-        return {"model": self.model, "problems": self.problems, "problems_seed": self.problems_seed, "n": self.n, "max_new_tokens": self.lengths,
-                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+        """What the rows depend on; a resumed run must match it. `strict_judge` is named only
+        when on, so a directory judged by one judge resumes with --no-strict-judge."""
+        identity = {"model": self.model, "problems": self.problems, "problems_seed": self.problems_seed, "n": self.n,
+                    "max_new_tokens": self.lengths, "temperature": self.temperature, "top_p": self.top_p,
+                    "seed": self.seed, "since": self.since, "until": self.until}
+        return identity | ({"strict_judge": True} if self.strict_judge else {})
 
 
 @dataclass
@@ -112,6 +134,11 @@ class ResultRow:
     truncated: bool
     """The response hit this limit without an EOS."""
     detail: str = ""
+    strict_verdict: str | None = None
+    """The verdict of the strict judge (LiveCodeBench's rules); None when not judged."""
+
+    def verdict_of(self, judge: str) -> str | None:
+        return self.verdict if judge == "robust" else self.strict_verdict
 
 
 def cut_to_length(sample: GeneratedText, max_new_tokens: int, decode) -> GeneratedText:
@@ -122,18 +149,30 @@ def cut_to_length(sample: GeneratedText, max_new_tokens: int, decode) -> Generat
     return GeneratedText(token_ids, decode(token_ids), truncated=True)
 
 
-def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem]) -> dict:
-    """pass@1 by max length, overall, by source and by difficulty.
+def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem], judge: str = "robust") -> dict:
+    """pass@1 by max length, overall, by source and by difficulty, under one judge's
+    verdicts ("robust": `verdict`, "strict": `strict_verdict`).
 
     Each problem contributes c / n (the unbiased pass@1 from its n samples); a group's
-    value is the mean over its problems. Samples whose verdict is `judge_error` are left
-    out, as in `microcoder.evaluator.summarize` (a broken problem never counts against
-    the model); a problem with only judge errors is left out of every group.
+    value is the mean over its problems, and its standard error is that of the mean of
+    those per-problem values (`standard_error`; None for a group of one problem). Samples
+    whose verdict is `judge_error` are left out, as in `microcoder.evaluator.summarize`
+    (a broken problem never counts against the model); a problem with only judge errors is
+    left out of every group.
+
+    Problems whose metadata names a `platform` (LiveCodeBench's atcoder, leetcode) are also
+    grouped by it, as the paper splits its table.
 
     Returns {length: {"all": {...}, "source": {name: {...}}, "difficulty": {name: {...}},
+    "platform": {name: {...}} (empty without platforms),
     "fraction_truncated", "mean_tokens", "verdicts"}} where each {...} is
-    {"pass@1": float, "problems": int, "samples": int}; lengths are ints, ascending.
+    {"pass@1": float, "stderr": float | None, "problems": int, "samples": int}; lengths
+    are ints, ascending.
     """
+    if judge not in JUDGES:
+        raise ValueError(f"judge must be one of {JUDGES}, got {judge!r}")
+    if any(row.verdict_of(judge) is None for row in rows):
+        raise ValueError(f"some rows have no {judge} verdict")
     by_length: dict[int, list[ResultRow]] = defaultdict(list)
     for row in rows:
         by_length[row.max_new_tokens].append(row)
@@ -141,20 +180,26 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem]) 
     for length in sorted(by_length):
         tally: dict[str, list[int]] = {}  # problem id -> [samples, correct]
         for row in by_length[length]:
-            if row.verdict == "judge_error":
+            verdict = row.verdict_of(judge)
+            if verdict == "judge_error":
                 continue
             counts = tally.setdefault(row.problem_id, [0, 0])
             counts[0] += 1
-            counts[1] += row.verdict == "accepted"
-        groups: dict[str, dict[str, list[str]]] = {"source": defaultdict(list), "difficulty": defaultdict(list)}
+            counts[1] += verdict == "accepted"
+        groups: dict[str, dict[str, list[str]]] = {"source": defaultdict(list), "difficulty": defaultdict(list),
+                                                   "platform": defaultdict(list)}
         for problem_id in tally:
             problem = problems[problem_id]
             groups["source"][problem.source or NO_LABEL].append(problem_id)
             groups["difficulty"][problem.difficulty or NO_LABEL].append(problem_id)
+            if isinstance(problem.metadata.get("platform"), str):
+                groups["platform"][problem.metadata["platform"]].append(problem_id)
 
         def cell(problem_ids: Sequence[str]) -> dict:
             values = [pass_at_k(tally[p][0], tally[p][1], 1) for p in problem_ids]
+            error = standard_error(values)
             return {"pass@1": sum(values) / len(values) if values else float("nan"),
+                    "stderr": None if math.isnan(error) else error,
                     "problems": len(problem_ids), "samples": sum(tally[p][0] for p in problem_ids)}
 
         length_rows = by_length[length]
@@ -162,9 +207,10 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem]) 
             "all": cell(list(tally)),
             "source": {name: cell(ids) for name, ids in sorted(groups["source"].items())},
             "difficulty": {name: cell(groups["difficulty"][name]) for name in _difficulty_order(groups["difficulty"])},
+            "platform": {name: cell(ids) for name, ids in sorted(groups["platform"].items())},
             "fraction_truncated": sum(row.truncated for row in length_rows) / len(length_rows),
             "mean_tokens": sum(row.num_tokens for row in length_rows) / len(length_rows),
-            "verdicts": dict(Counter(row.verdict for row in length_rows).most_common()),
+            "verdicts": dict(Counter(row.verdict_of(judge) for row in length_rows).most_common()),
         }
     return table
 
@@ -172,6 +218,23 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem]) 
 def _difficulty_order(names) -> list[str]:
     known = [name for name in DIFFICULTY_ORDER if name in names]
     return known + sorted(name for name in names if name not in DIFFICULTY_ORDER)
+
+
+def _is_day(text: str) -> bool:
+    try:
+        datetime.date.fromisoformat(text)
+    except (TypeError, ValueError):
+        return False
+    return len(text) == 10
+
+
+def problems_in_window(problems: Sequence[Problem], since: str | None, until: str | None) -> list[Problem]:
+    """The problems dated within [since, until] (days, inclusive; either end may be open).
+    With a window, an undated problem is left out: it cannot be placed in it."""
+    if since is None and until is None:
+        return list(problems)
+    return [problem for problem in problems if problem.date is not None
+            and (since is None or problem.date >= since) and (until is None or problem.date <= until)]
 
 
 def load_eval_problems(spec: str, seed: int = 0) -> list[Problem]:
@@ -193,6 +256,15 @@ def run_eval(config: EvalConfig, console: Console | None = None, generator: Resp
     problems = list(problems) if problems is not None else load_eval_problems(config.problems, config.problems_seed)
     if not problems:
         raise ValueError(f"no problems in {config.problems}")
+    if config.since is not None or config.until is not None:
+        given = len(problems)
+        undated = sum(problem.date is None for problem in problems)
+        problems = problems_in_window(problems, config.since, config.until)
+        window = f"{config.since or 'any date'} .. {config.until or 'any date'}"
+        console.print(f"{len(problems)} of {given} problems dated within {window}"
+                      + (f" ({undated} without a date left out)" if undated else ""))
+        if not problems:
+            raise ValueError(f"no problem of {config.problems} is dated within {window}")
     by_id = {problem.id: problem for problem in problems}
     out = Path(config.out)
     samples_path, results_path = out / "samples.jsonl", out / "results.jsonl"
@@ -217,7 +289,8 @@ def run_eval(config: EvalConfig, console: Console | None = None, generator: Resp
                 if len(groups) != len(chunk) or any(len(group) != config.n for group in groups):
                     raise RuntimeError(f"generator returned {[len(g) for g in groups]} samples for "
                                        f"{len(chunk)} problems x n={config.n}")
-                rows = _judge_chunk(evaluator, by_id, chunk, groups, config.lengths, generator.decode)
+                rows = _judge_chunk(evaluator, by_id, chunk, groups, config.lengths, generator.decode,
+                                    config.strict_judge)
                 _append_jsonl(samples_path, [
                     {"problem_id": problem.id, "sample_index": index, "truncated": sample.truncated,
                      "num_tokens": len(sample.token_ids), "response": sample.text, "token_ids": list(sample.token_ids)}
@@ -230,34 +303,52 @@ def run_eval(config: EvalConfig, console: Console | None = None, generator: Resp
     table = pass_at_1_table(rows, by_id)
     summary = {"config": config.identity(), "problems": len(problems),
                "pass@1": {str(length): cell for length, cell in table.items()}}
+    strict_table = pass_at_1_table(rows, by_id, "strict") if config.strict_judge else None
+    if strict_table is not None:
+        summary["pass@1_strict"] = {str(length): cell for length, cell in strict_table.items()}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    console.print(render_table(table))
+    console.print(render_table(table, strict_table))
     return summary
 
 
-def render_table(table: Mapping[int, dict]) -> Table:
-    """The pass@1 table as the paper lays it out: one row per group, one column per length."""
+def render_table(table: Mapping[int, dict], strict_table: Mapping[int, dict] | None = None) -> Table:
+    """The pass@1 table as the paper lays it out: one row per group, one column per length,
+    or per length and judge (robust, strict) side by side when `strict_table` is given.
+    Each value is "pass@1 ± standard error", in percent."""
     lengths = list(table)
-    rich_table = Table(title="pass@1 (%), unbiased from n samples per problem")
+    columns = [(length, "robust", table) for length in lengths]
+    if strict_table is not None:
+        columns = [column for length in lengths
+                   for column in ((length, "robust", table), (length, "strict", strict_table))]
+    rich_table = Table(title="pass@1 (%) ± standard error over problems, unbiased from n samples per problem; "
+                             "columns: max new tokens" + (" and judge" if strict_table is not None else ""))
     rich_table.add_column("")
     rich_table.add_column("problems", justify="right")
-    for length in lengths:
-        rich_table.add_column(f"{length} tokens", justify="right")
+    for length, judge, _ in columns:
+        rich_table.add_column(f"{length} {judge}" if strict_table is not None else f"{length} tokens", justify="right")
     largest = table[lengths[-1]]
     rich_table.add_row("all", str(largest["all"]["problems"]),
-                       *(f"{table[length]['all']['pass@1'] * 100:.1f}" for length in lengths))
-    for kind in ("difficulty", "source"):
+                       *(_percent(source[length]["all"]) for length, _, source in columns))
+    for kind in ("difficulty", "platform", "source"):
         for name, cell in largest[kind].items():
-            values = [table[length][kind].get(name, {}).get("pass@1") for length in lengths]
             rich_table.add_row(f"{kind}: {name}", str(cell["problems"]),
-                               *("-" if value is None else f"{value * 100:.1f}" for value in values))
-    rich_table.add_row("truncated (%)", "", *(f"{table[length]['fraction_truncated'] * 100:.1f}" for length in lengths))
-    rich_table.add_row("mean tokens", "", *(f"{table[length]['mean_tokens']:.0f}" for length in lengths))
+                               *(_percent(source[length][kind].get(name)) for length, _, source in columns))
+    rich_table.add_row("truncated (%)", "", *(f"{source[length]['fraction_truncated'] * 100:.1f}"
+                                               for length, _, source in columns))
+    rich_table.add_row("mean tokens", "", *(f"{source[length]['mean_tokens']:.0f}" for length, _, source in columns))
     return rich_table
 
 
-def _judge_chunk(evaluator, by_id, chunk, groups, lengths, decode) -> list[ResultRow]:
-    """Judge every (sample, length) view; identical texts of one problem are judged once."""
+def _percent(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    text = f"{cell['pass@1'] * 100:.1f}"
+    return text if cell["stderr"] is None else f"{text} ± {cell['stderr'] * 100:.1f}"
+
+
+def _judge_chunk(evaluator, by_id, chunk, groups, lengths, decode, strict_judge: bool = False) -> list[ResultRow]:
+    """Judge every (sample, length) view, by the strict judge too when asked; identical
+    texts of one problem are judged once."""
     from microcoder.evaluator import Sample
 
     views: list[tuple[str, int, int, GeneratedText]] = []
@@ -266,13 +357,16 @@ def _judge_chunk(evaluator, by_id, chunk, groups, lengths, decode) -> list[Resul
             for length in lengths:
                 views.append((problem.id, index, length, cut_to_length(sample, length, decode)))
     unique = list(dict.fromkeys((problem_id, view.text) for problem_id, _, _, view in views))
-    results = evaluator.evaluate(by_id, [Sample(problem_id, response=text) for problem_id, text in unique])
-    verdicts = dict(zip(unique, results))
+    samples = [Sample(problem_id, response=text) for problem_id, text in unique]
+    verdicts = dict(zip(unique, evaluator.judging("robust").evaluate(by_id, samples)))
+    strict = dict(zip(unique, evaluator.judging("strict").evaluate(by_id, samples))) if strict_judge else {}
     rows = []
     for problem_id, index, length, view in views:
         result = verdicts[(problem_id, view.text)]
+        strict_result = strict.get((problem_id, view.text))
         rows.append(ResultRow(problem_id, index, length, result.verdict, result.reward, len(view.token_ids),
-                              view.truncated, result.detail))
+                              view.truncated, result.detail,
+                              strict_result.verdict if strict_result is not None else None))
     return rows
 
 

@@ -7,8 +7,18 @@ Admission: a request is admitted only while the runs (/run_code) and samples (/e
 admitted and not yet finished stay within `queue_limit`; otherwise it gets 503 with
 Retry-After at once. Nothing waits outside that bound.
 
-Order of checks, each a JSON error `{"detail": ..., "field": ...}`: token (401), shutting
-down (503), body size (413), JSON (400), fields (422), admission (503).
+Order of checks, each a JSON error `{"detail": ..., "field": ...}`: requests in progress
+(503), token (401), shutting down (503), body size (413), JSON (400), fields (422),
+admission (503). Every 503 is ours, JSON with Retry-After: uvicorn's own limit is off.
+
+Deadlines: a /run_code request is answered within its client's budget, compile_timeout +
+run_timeout + `client_grace_s` (verl's client waits that long), less REPLY_MARGIN_S for
+the answer's way back. The run's wall-clock backstop is cut to what is left of it when
+the run gets a worker (queue wait counts), and a client that hangs up stops its run.
+
+Shutdown: for `shutdown_grace_s` the server keeps listening (new requests get 503) while
+the requests in progress finish; what has not finished by then is answered 503, and the
+workers are killed with their runs.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import json
 import signal
 import socket
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -33,13 +44,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
+from microcoder.evaluator.sandbox import RunStop
 from microcoder.problems import Problem, ProblemFormatError, parse_problem, read_problems
 from microcoder.service.config import ServeConfig
 from microcoder.service.sandbox_fusion import RunCodeRequest, run_code_response
 
-# How long uvicorn lets open requests finish after SIGTERM/SIGINT before cancelling them.
-GRACEFUL_SHUTDOWN_S = 5
 RETRY_AFTER_S = "1"
+REPLY_MARGIN_S = 1.0
+"""A /run_code answer leaves this long before its client's budget ends (the way back,
+and a loaded machine's scheduling)."""
+SHUTDOWN_MARGIN_S = 0.25
+"""Requests still running at the end of the shutdown grace are answered this long before it."""
+EXTRA_REQUESTS = 64
+"""HTTP requests in progress allowed beyond the queue limit (those being read, refused or
+streamed); past queue_limit + this, a request gets 503 before its body is read."""
 
 
 class RequestError(Exception):
@@ -86,8 +104,21 @@ class Service:
         self.evaluator: Evaluator | None = None
         self.run_executor: ThreadPoolExecutor | None = None
         self.stopping = threading.Event()
+        self.stop_deadline = float("inf")  # time.monotonic() at which the shutdown grace ends
+        self.stopped: asyncio.Event | None = None  # set on the loop when stopping begins
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self.admitted = 0
+        self.in_progress = 0  # HTTP requests being handled (on the loop's thread only)
+
+    def begin_stop(self) -> None:
+        """Stop admitting; requests in progress have the grace to finish. Safe in a signal handler."""
+        if not self.stopping.is_set():
+            self.stop_deadline = time.monotonic() + self.config.shutdown_grace_s
+            self.stopping.set()
+            if self.loop is not None and self.stopped is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed already
+                    self.loop.call_soon_threadsafe(self.stopped.set)
 
     def start(self) -> None:
         """Start the workers now (each runs one empty program), not on the first request."""
@@ -101,12 +132,12 @@ class Service:
         self.run_executor = ThreadPoolExecutor(max_workers=sandbox.size, thread_name_prefix="run_code")
 
     def close(self) -> None:
-        """Stop admitting, drop queued /run_code calls and close the workers (their runs die)."""
+        """Stop admitting, drop queued /run_code calls and kill the workers with their runs."""
         self.stopping.set()
         if self.run_executor is not None:
             self.run_executor.shutdown(wait=False, cancel_futures=True)
         if self.evaluator is not None:
-            self.evaluator.close()
+            self.evaluator.close(kill=True)
 
     def admit(self, units: int) -> None:
         with self._lock:
@@ -183,11 +214,85 @@ def _line(record: dict) -> bytes:
     return (json.dumps(record) + "\n").encode()
 
 
+async def _send_json(send, status: int, body: dict, headers: dict[str, str]) -> None:
+    payload = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+           *((name.lower().encode(), value.encode()) for name, value in headers.items())]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _shutting_down() -> RequestError:
+    return RequestError(503, "(server)", "the server is shutting down", {"Retry-After": RETRY_AFTER_S})
+
+
+class _Gate:
+    """ASGI middleware before everything else: counts the HTTP requests in progress and
+    refuses, with our JSON 503 and Retry-After, one past queue_limit + EXTRA_REQUESTS (the
+    bound uvicorn's limit_concurrency would put, answered as ours). A request that uvicorn
+    cancels at the end of a shutdown is answered 503, not a traceback."""
+
+    def __init__(self, app, service: Service):
+        self.app, self.service = app, service
+        self.limit = service.config.queue_limit + EXTRA_REQUESTS
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        service = self.service
+        if service.in_progress >= self.limit:
+            await _send_json(send, 503, {"detail": f"{service.in_progress} requests in progress, limit {self.limit}; "
+                                         "retry later", "field": "(server)"}, {"Retry-After": RETRY_AFTER_S})
+            return
+        started = False
+
+        async def tracked(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        service.in_progress += 1
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not service.stopping.is_set():
+                raise
+            if not started:  # cancelled by uvicorn past the grace: the client still gets an answer
+                error = _shutting_down()
+                with contextlib.suppress(Exception):
+                    await _send_json(send, 503, {"detail": error.message, "field": error.field}, error.headers)
+        finally:
+            service.in_progress -= 1
+
+
+async def _first(*awaitables, timeout: float | None = None) -> set:
+    """Wait for the first of `awaitables` (futures or coroutines) to finish, at most
+    `timeout` seconds; returns the finished ones and cancels the coroutines' tasks left."""
+    tasks = [asyncio.ensure_future(item) for item in awaitables]
+    owned = [task for task, item in zip(tasks, awaitables) if asyncio.iscoroutine(item)]
+    try:
+        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in owned:
+            task.cancel()
+    return done
+
+
+async def _client_left(request: Request) -> None:
+    """Returns once the client has hung up (the body is read: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def create_app(service: Service) -> FastAPI:
     config = service.config
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        service.loop, service.stopped = asyncio.get_running_loop(), asyncio.Event()
+        if service.stopping.is_set():
+            service.stopped.set()
         await run_in_threadpool(service.start)
         yield
         await run_in_threadpool(service.close)
@@ -219,30 +324,45 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/run_code", dependencies=[Depends(check_token)])
     async def run_code(request: Request) -> JSONResponse:
+        arrived = time.monotonic()
         if service.stopping.is_set():
-            raise RequestError(503, "(server)", "the server is shutting down", {"Retry-After": RETRY_AFTER_S})
+            raise _shutting_down()
         args = validated(RunCodeRequest, await read_json(request, config.max_body_bytes))
         if args.run_timeout > config.max_run_timeout_s:
             raise RequestError(422, "run_timeout", f"run_timeout: {args.run_timeout} is over this server's "
                                f"limit of {config.max_run_timeout_s} s")
         memory = config.memory_limit_mb if args.memory_limit_MB == -1 else args.memory_limit_MB
+        # The client's budget (verl's requests.post timeout), less the answer's way back.
+        deadline = arrived + args.compile_timeout + args.run_timeout + config.client_grace_s - REPLY_MARGIN_S
+        stop = RunStop()
         service.admit(1)
         try:
             future = service.run_executor.submit(
                 service.evaluator.sandbox.run, args.code, args.stdin or "",
-                time_limit_s=args.run_timeout, memory_limit_mb=memory)
+                time_limit_s=args.run_timeout, memory_limit_mb=memory, deadline=deadline, stop=stop)
         except RuntimeError:  # the executor shut down between admit and submit
             service.release(1)
-            raise RequestError(503, "(server)", "the server is shutting down") from None
-        # Released when the run ends, not when this coroutine does: a client that leaves
-        # does not free a worker that is still running its program.
+            raise _shutting_down() from None
+        # Released when the run ends, not when this coroutine does: a run that was stopped
+        # holds its worker until its process group is gone.
         future.add_done_callback(lambda _: service.release(1))
-        return JSONResponse(run_code_response(await asyncio.wrap_future(future)))
+        result = asyncio.wrap_future(future)
+        if result not in await _first(result, _client_left(request), service.stopped.wait()):
+            if not service.stopping.is_set():  # the client hung up: nobody wants this run any more
+                stop.stop()
+                future.cancel()
+                raise RequestError(499, "(client)", "the client closed the connection")
+            left = service.stop_deadline - SHUTDOWN_MARGIN_S - time.monotonic()
+            if result not in await _first(result, timeout=max(left, 0)):
+                stop.stop()
+                future.cancel()
+                raise _shutting_down()
+        return JSONResponse(run_code_response(result.result()))
 
     @app.post("/evaluate", dependencies=[Depends(check_token)])
     async def evaluate(request: Request) -> StreamingResponse:
         if service.stopping.is_set():
-            raise RequestError(503, "(server)", "the server is shutting down", {"Retry-After": RETRY_AFTER_S})
+            raise _shutting_down()
         batch = validated(EvaluateRequest, await read_json(request, config.max_body_bytes))
         if len(batch.samples) > config.queue_limit:
             raise RequestError(422, "samples", f"samples: {len(batch.samples)} samples, more than this server's "
@@ -286,10 +406,19 @@ def create_app(service: Service) -> FastAPI:
 
         threading.Thread(target=judge, name="evaluate", daemon=True).start()
 
+        async def next_row():
+            got = asyncio.ensure_future(rows.get())
+            if got not in await _first(got, service.stopped.wait()):
+                left = service.stop_deadline - SHUTDOWN_MARGIN_S - time.monotonic()
+                if got not in await _first(got, timeout=max(left, 0)):
+                    got.cancel()
+                    return "error", "the batch was stopped: the server is shutting down"
+            return got.result()
+
         async def stream():
             try:
                 while True:
-                    kind, item = await rows.get()
+                    kind, item = await next_row()
                     if kind == "row":
                         yield _line({"index": position[(item.problem_id, item.sample_index)], **asdict(item)})
                     elif kind == "done":
@@ -303,6 +432,7 @@ def create_app(service: Service) -> FastAPI:
 
         return StreamingResponse(stream(), media_type="application/x-ndjson")
 
+    app.add_middleware(_Gate, service=service)
     return app
 
 
@@ -324,8 +454,15 @@ class _Server(uvicorn.Server):
                   f"token {'required' if config.token else 'off'})", flush=True)
 
     def handle_exit(self, sig: int, frame) -> None:
-        self.service.stopping.set()  # new requests get 503; running batches stop at their next sample
+        self.service.begin_stop()  # new requests get 503; running batches stop at their next sample
         super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets=None) -> None:
+        # The grace, still listening: new requests get our 503 (not a refused connection)
+        # while those in progress finish or, at its end, answer 503 themselves.
+        while self.service.in_progress and time.monotonic() < self.service.stop_deadline:
+            await asyncio.sleep(0.05)
+        await super().shutdown(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self):
@@ -344,14 +481,22 @@ def run_server(config: ServeConfig) -> None:
     """Serve until SIGINT or SIGTERM, then stop every batch and close every worker."""
     service = Service(config)  # reads --problems before anything starts
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so (accepted
+    # ones inherit the listener's protocol). Without it a kept-alive request waits ~40 ms
+    # for the client's delayed ACK of the response's first segment (Nagle).
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     listener.bind((config.host, config.port))
     port = listener.getsockname()[1]
     server = _Server(uvicorn.Config(create_app(service), log_level="warning", http="h11", ws="none",
-                                    lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-                                    # bounds open connections too (uvicorn answers 503 past it)
-                                    limit_concurrency=config.queue_limit + 64),
+                                    lifespan="on",
+                                    # What is left after our own grace (_Server.shutdown): the
+                                    # answers being written.
+                                    timeout_graceful_shutdown=1,
+                                    # Ours decide (_Gate, Service.admit), as JSON with Retry-After:
+                                    # uvicorn's own limit answers a plain-text 503.
+                                    limit_concurrency=None, backlog=max(2048, config.queue_limit + EXTRA_REQUESTS)),
                      service, f"http://{config.host}:{port}")
     try:
         server.run(sockets=[listener])

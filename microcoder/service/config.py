@@ -37,13 +37,21 @@ class ServeConfig:
     requests whose memory_limit_MB is -1 (SandboxFusion's "no limit")."""
     max_run_timeout_s: float = 60.0
     """Largest run_timeout /run_code accepts (a bound on how long one run holds a worker)."""
+    client_grace_s: float = 10.0
+    """Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl 0.9.1's
+    client: 10). A request is answered within compile_timeout + run_timeout +
+    client_grace_s - 1 s of its arrival, queue wait included (docs/serve.md, "Deadlines")."""
+    shutdown_grace_s: float = 5.0
+    """After SIGTERM or SIGINT: how long requests in progress may take to finish (new ones
+    get 503) before they are answered 503 and the workers killed."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("robust", "strict"):
             raise ValueError(f"mode must be 'robust' or 'strict', got {self.mode!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0-65535, got {self.port}")
-        for name in ("queue_limit", "max_body_mb", "time_limit_s", "memory_limit_mb", "max_run_timeout_s"):
+        for name in ("queue_limit", "max_body_mb", "time_limit_s", "memory_limit_mb", "max_run_timeout_s",
+                     "client_grace_s", "shutdown_grace_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.workers < 0:

@@ -34,7 +34,7 @@ Steps 1-4 are `MicroCoderTrainer._generate_and_score_completions`, step 5 its
 The reward is `reward.py`; the run around the trainer (run directory, model, problems,
 resume, summary) is `run.py`; the metrics line and its console line are `metrics.py`.
 
-What TRL 1.16.0 does that we undo or avoid (measured, see issue 3):
+What TRL 1.16.0 does that we undo or avoid (each measured on the real trainer):
 - The fused LM head captures the temperature in a closure when the trainer is built, so
   changing `trainer.temperature` alone changes sampling but not the training log-probs.
   `set_temperature` rewrites that closure cell (and the reference model's) as well.
