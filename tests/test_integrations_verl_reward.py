@@ -181,3 +181,34 @@ def test_ground_truth_must_be_a_problem_as_json():
         reward.compute_score("s", CORRECT, {"tests": []}, None)
     with pytest.raises(ValueError):
         reward.compute_score("s", CORRECT, '{"id": "x"}', None)
+
+
+# SUM_PROBLEM's tests: "1 2" -> 3, "10 -4" -> 6 (the longest input), "0 0" -> 0.
+NOT_NEGATIVE = "```python\na, b = map(int, input().split())\nprint(a + b if b >= 0 else 0)\n```"  # fails test 2 only
+
+
+@pytest.mark.parametrize("mode, expected", [("binary", 0.0), ("fraction", 2 / 3), ("fraction_pow", 4 / 9)])
+def test_reward_modes(mode, expected):
+    # (2/3) ** 2 = 4/9 at reward_pow 2; the fraction modes run the third test after the second failed
+    result = score(SUM_PROBLEM, NOT_NEGATIVE, False, reward_mode=mode, reward_pow=2)
+    assert result["score"] == pytest.approx(expected, abs=1e-12)
+    assert result["acc"] == 0.0 and result["verdict"] == "wrong_answer"
+    assert score(SUM_PROBLEM, CORRECT, False, reward_mode=mode, reward_pow=2)["score"] == 1.0
+
+
+def test_a_test_budget_judges_the_longest_input():
+    only_second = "```python\nprint(6)\n```"
+    assert score(SUM_PROBLEM, only_second, False)["score"] == 0.0
+    reward.close_shared_evaluator()
+    result = score(SUM_PROBLEM, only_second, False, max_tests=1)
+    assert result["score"] == result["acc"] == 1.0 and result["verdict"] == "accepted"
+
+
+def test_repeated_programs_are_judged_once_per_worker():
+    first = score(SUM_PROBLEM, CORRECT, False)
+    again = score(SUM_PROBLEM, "Same program, other words.\n" + CORRECT.split("</think>")[1], False)
+    assert first["score"] == again["score"] == 1.0
+    assert (reward._cache.lookups, reward._cache.hits) == (2, 1)
+    reward.close_shared_evaluator()
+    score(SUM_PROBLEM, CORRECT, False, cache_size=0)
+    assert reward._cache is None

@@ -31,6 +31,8 @@ def test_overrides_are_typed():
     ("ppo_mini_batch_size=4", "ppo_mini_batch_size"), ("temperature_stages=[[5, 1.0]]", "temperature_stages"),
     ("truncation_mask_rho=1.5", "truncation_mask_rho"), ("truncation_mask=some", "truncation_mask"),
     ("dynamic_sampling_max_rounds=-1", "dynamic_sampling_max_rounds"), ("dual_clip=0.5", "dual_clip"), ("beta", "beta"),
+    ("reward_mode=partial", "reward_mode"), ("reward_pow=0", "reward_pow"), ("reward_pow=.inf", "reward_pow"),
+    ("reward_max_tests=0", "reward_max_tests"), ("reward_cache_size=-1", "reward_cache_size"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ValueError, match=key):

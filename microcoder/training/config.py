@@ -171,6 +171,14 @@ class TrainConfig(BaseModel):
     """Multiplies every test's CPU limit (the problem's, else reward_time_limit_s); > 1 on a machine slower than the one the limits were measured on."""
     reward_judge_mode: Literal["robust", "strict"] = "robust"
     """How the reward judges output: "robust" (our comparison rules) or "strict" (LiveCodeBench's grader; the evaluator aspect's weaker reward). Held-out accuracy is always judged robustly."""
+    reward_mode: Literal["binary", "fraction", "fraction_pow"] = "binary"
+    """What a judged program earns: "binary" 1 if it passes every test, else 0 (the paper); "fraction" tests passed / tests (verl's sandbox reward); "fraction_pow" (passed / tests) ** reward_pow (Skywork-OR1). The fraction modes run every test of a problem instead of stopping at the first failure. Accuracy, the truncation mask and held-out accuracy stay pass/fail; DAPO's group filter compares this reward (docs/training.md, "Reward modes, test budget, verdict cache")."""
+    reward_pow: float = 4.0
+    """fraction_pow's exponent (Skywork-OR1: 4): the higher, the less a partly passing program earns."""
+    reward_max_tests: int | None = None
+    """Judge each training reward on at most this many tests of a problem: the ceil(N/2) with the longest inputs, then a sample of the rest seeded by `seed` and the problem id, fixed for the run (`microcoder.algorithms.rewards.select_tests`); None: every test. DeepCoder and Prime use 15. Held-out accuracy always runs every test."""
+    reward_cache_size: int = 4096
+    """Programs whose results the reward keeps (least recently used out first; about 1.5 KB each): an identical (problem, extracted program, judging settings) is judged once per run. Changes no reward; 0 turns it off."""
 
     # ---- run -----------------------------------------------------------------------------------
     run_dir: str | None = None
@@ -200,6 +208,9 @@ class TrainConfig(BaseModel):
         need(self.ppo_epochs >= 1, "ppo_epochs", "must be >= 1")
         need(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
         need(self.reward_time_limit_scale > 0, "reward_time_limit_scale", "must be > 0")
+        need(0 < self.reward_pow < float("inf"), "reward_pow", "must be > 0 and finite")
+        need(self.reward_max_tests is None or self.reward_max_tests >= 1, "reward_max_tests", "must be >= 1 or null")
+        need(self.reward_cache_size >= 0, "reward_cache_size", "must be >= 0 (0 turns the cache off)")
         need(1 <= self.rollout_chunks <= self.train_batch_size * self.group_size, "rollout_chunks",
              f"must be in [1, train_batch_size * group_size = {self.train_batch_size * self.group_size}]")
         need(self.rollout_chunks == 1 or not self.use_vllm, "rollout_chunks",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 # The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps
-# ("heldout_accuracy_long" too when heldout_long_factor is set) and "kl" only when beta > 0.
+# ("heldout_accuracy_long" too when heldout_long_factor is set), "kl" only when beta > 0 and
+# "reward_cache_hit_rate" only with the verdict cache on (reward_cache_size > 0, the default).
 # The step-0 line (before training) holds step and the held-out accuracies.
 # Every preset logs the same keys (see docs/training.md, "Metrics").
 METRIC_KEYS = (
@@ -12,6 +13,7 @@ METRIC_KEYS = (
     "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
     "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "temperature",
     "seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second", "loss",
+    "reward_cache_hit_rate",
 )
 
 

@@ -27,7 +27,7 @@ from microcoder.evaluator import Evaluator
 from microcoder.problems import Problem
 from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
 from microcoder.training.plots import METRICS_FILE
-from microcoder.training.reward import EvaluatorReward, reward_evaluator_config
+from microcoder.training.reward import reward_evaluator_config, reward_of_config
 from microcoder.training.trainer import MicroCoderTrainer
 
 TINY_MODEL_DIR = "tiny_model"
@@ -118,8 +118,7 @@ def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None
     train, heldout = problems if problems is not None else load_problem_split(config)
     if evaluator is None:
         evaluator = Evaluator(reward_evaluator_config(config))
-    reward = EvaluatorReward(evaluator, train + heldout, config.max_new_tokens,
-                             config.overlong_cache_length, config.overlong_penalty_factor, overlap=config.reward_overlap)
+    reward = reward_of_config(evaluator, train + heldout, config)
     dataset = Dataset.from_list([{"prompt": render_prompt(problem, tokenizer), "problem_id": problem.id}
                                  for problem in train])
     from accelerate import PartialState

@@ -6,14 +6,15 @@ One rollout step, top to bottom (every piece of math comes from `microcoder.algo
                     the sampler and the fused LM head that computes training log-probs.
     2. rollout      TRL samples G responses per prompt at T, in `rollout_chunks` calls
                     (and the old / reference log-probs at T).
-    3. score        `EvaluatorReward`: extract each program, run it in the sandbox, 0/1
-                    reward, plus DAPO's overlong penalty when configured; with
-                    `reward_overlap` each chunk is judged in the background as soon as it
-                    is sampled, behind the next chunk and the log-prob passes; a judge_error
-                    is unscorable (reward None: no reward, advantage 0, out of the
-                    group's baseline).
+    3. score        `EvaluatorReward`: extract each program, run it in the sandbox (an
+                    identical program judged once: the verdict cache), 0/1 reward or the
+                    fraction of tests passed (`reward_mode`), plus DAPO's overlong
+                    penalty when configured; with `reward_overlap` each chunk is judged
+                    in the background as soon as it is sampled, behind the next chunk
+                    and the log-prob passes; a judge_error is unscorable (reward None:
+                    no reward, advantage 0, out of the group's baseline).
        refill       DAPO's dynamic sampling: while fewer than train_batch_size groups
-                    have mixed correctness, sample more prompts (at most
+                    have mixed rewards, sample more prompts (at most
                     `dynamic_sampling_max_rounds` extra rounds) and keep the mixed groups.
     4. advantage    `group_advantages` x the `truncation_mask` keep (none, conditional,
                     all), then the DAPO group filter (`dynamic_sampling_filter`).
@@ -347,8 +348,8 @@ class MicroCoderTrainer(GRPOTrainer):
         return merged, merged_scored, Sampling(groups_generated=generated, rounds=len(rounds))
 
     def mixed_groups(self, scored: ScoredBatch) -> list[int]:
-        """Indices of the process-local groups whose correctness rewards differ."""
-        keep = dynamic_sampling_filter(torch.tensor(scored.correct), self.config.group_size).group_keep
+        """Indices of the process-local groups whose task rewards (the reward mode's, before shaping) differ."""
+        keep = dynamic_sampling_filter(torch.tensor(scored.task_rewards), self.config.group_size).group_keep
         return torch.nonzero(keep).squeeze(-1).tolist()
 
     def any_process_short(self, mixed: int, wanted: int) -> bool:
@@ -391,8 +392,9 @@ class MicroCoderTrainer(GRPOTrainer):
         loss_keep = mask.keep.clone() if self.config.truncation_mask == "all" else None
         group_keep = None
         if self.config.dynamic_sampling:
-            correct = self.accelerator.gather(torch.tensor(scored.correct, device=self.accelerator.device)).cpu()
-            kept = dynamic_sampling_filter(correct, self.config.group_size).group_keep
+            # on the reward mode's reward before the overlong penalty (binary: correctness)
+            task = self.accelerator.gather(torch.tensor(scored.task_rewards, device=self.accelerator.device)).cpu()
+            kept = dynamic_sampling_filter(task, self.config.group_size).group_keep
             group_keep = kept.repeat_interleave(self.config.group_size)[rank_slice].to(advantages.dtype)
             advantages = advantages * group_keep
             loss_keep = group_keep if loss_keep is None else loss_keep * group_keep
@@ -441,14 +443,14 @@ class MicroCoderTrainer(GRPOTrainer):
         def gathered(values) -> torch.Tensor:
             return self.accelerator.gather(torch.as_tensor(values, dtype=torch.float32, device=device)).cpu()
 
-        rewards, correct = gathered(scored.rewards), gathered(scored.correct)
+        rewards, correct, task = gathered(scored.rewards), gathered(scored.correct), gathered(scored.task_rewards)
         lengths = gathered([len(ids) for ids in scored.completion_ids])
         masked = decided.mask.keep == 0
         flags = gathered(torch.stack([decided.truncated, decided.mask.qualifying, masked]).T.float())  # (B, 3)
         all_ids = gather_object(scored.completion_ids)
         size = self.config.group_size
         groups = [all_ids[start:start + size] for start in range(0, len(all_ids), size)]
-        mixed = dynamic_sampling_filter(correct, size).group_keep
+        mixed = dynamic_sampling_filter(task, size).group_keep
         kept = (gathered(decided.group_keep).view(-1, size)[:, 0] > 0 if decided.group_keep is not None
                 else torch.ones(len(groups), dtype=torch.bool))
         self.rollout_record = {
@@ -472,6 +474,9 @@ class MicroCoderTrainer(GRPOTrainer):
             "seconds_reward_visible": seconds_reward_visible,
             "_tokens": lengths.sum().item(),
         }
+        if self.reward.cache is not None:
+            # responses whose verdict was reused instead of judged, out of all the step's
+            self.rollout_record["reward_cache_hit_rate"] = gathered([float(hit) for hit in scored.cache_hits]).mean().item()
         self.update_stats = defaultdict(list)
         self.scored_at = time.perf_counter()
 

@@ -23,9 +23,16 @@ What `ground_truth` must hold, either:
   kind, tests, entry_point for call problems, limits, checker): the converter's --inline.
 
 What it returns (every key lands in verl's reward_extra_info, one value per response):
-    score         1.0 if the program passed every test, else 0.0 (0.0 for judge_error too)
-    acc           the same, under the name verl's metrics and DAPO's filter_groups use
-    acc_scored    the same, but None for a judge_error: verl's validation metrics leave None
+    score         the reward of `reward_mode` (binary: 1.0 if the program passed every test,
+                  else 0.0; fraction: tests passed / tests; fraction_pow: that ** reward_pow);
+                  0.0 for a judge_error. (The reward verl trains on is this score with the
+                  mask's facts in its lowest bits, score_bits.py: a fraction moves by at most
+                  15 units in the last place of its float32.)
+    acc           1.0 if the program passed every test, else 0.0, whatever the mode: the name
+                  verl's metrics and DAPO's filter_groups use. Under a fraction mode give
+                  filter_groups `metric: score`, so that it drops the groups whose rewards
+                  (not accuracies) are all equal, as our trainer does
+    acc_scored    acc, but None for a judge_error: verl's validation metrics leave None
                   out, so `val-aux/<source>/acc_scored/mean@N` is accuracy over scorable
                   responses, as our own summaries count it (`acc` counts a judge_error as 0,
                   and verl's v1 validation counts a None `acc` as 0 too)
@@ -55,7 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.algorithms.masking import UNSCORABLE_VERDICTS, is_repetitive, non_incorrect
+from microcoder.algorithms.rewards import needs_all_tests, reward_from_tests
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+from microcoder.evaluator.cache import DEFAULT_CACHE_ENTRIES, VerdictCache, problem_on_budget
 from microcoder.integrations.verl.problem_store import ProblemStore, parse_reference
 from microcoder.problems import Problem
 
@@ -69,6 +78,8 @@ PROBLEM_CACHE_SIZE = 256
 _evaluator: Evaluator | None = None
 _evaluator_config: EvaluatorConfig | None = None
 _evaluator_lock = threading.Lock()
+_cache: VerdictCache | None = None
+_cache_lock = threading.Lock()
 
 
 def shared_evaluator(config: EvaluatorConfig) -> Evaluator:
@@ -91,10 +102,13 @@ def shared_evaluator(config: EvaluatorConfig) -> Evaluator:
 
 @atexit.register
 def close_shared_evaluator() -> None:
-    """Close the shared Evaluator (its sandbox workers); the next call starts a new one."""
-    global _evaluator, _evaluator_config
+    """Close the shared Evaluator (its sandbox workers) and drop the verdict cache; the next
+    call starts new ones."""
+    global _evaluator, _evaluator_config, _cache
     with _evaluator_lock:
         evaluator, _evaluator, _evaluator_config = _evaluator, None, None
+    with _cache_lock:
+        _cache = None
     if evaluator is not None:
         evaluator.close()
 
@@ -159,17 +173,58 @@ def mask_facts(verdict: str, response_ids: list[int], truncated: bool, repetitio
 
 
 def judged(verdict: str, reward: float, error: str = "") -> dict[str, Any]:
-    """The returned keys that follow from the verdict alone (see the module docstring)."""
+    """The returned keys that follow from the verdict and the mode's reward (see the module docstring)."""
     unscorable = verdict in UNSCORABLE_VERDICTS
     score = 0.0 if unscorable else float(reward)
-    return {"score": score, "acc": score, "acc_scored": None if unscorable else score, "verdict": verdict,
+    acc = 0.0 if unscorable else float(verdict == "accepted")
+    return {"score": score, "acc": acc, "acc_scored": None if unscorable else acc, "verdict": verdict,
             "error": error if unscorable else "", "non_incorrect": non_incorrect(verdict), "unscorable": unscorable}
+
+
+def shared_cache(max_entries: int) -> VerdictCache | None:
+    """The process's verdict cache (None when max_entries is 0); the first call's size wins,
+    as the evaluator's config does. One reward worker judges for the whole run, so a
+    program repeated within a group or across steps is judged once per worker."""
+    global _cache
+    if max_entries == 0:
+        return None
+    with _cache_lock:
+        if _cache is None:
+            _cache = VerdictCache(max_entries)
+        elif _cache.max_entries != max_entries:
+            raise ValueError(f"this process's verdict cache holds {_cache.max_entries} entries; a call asked for "
+                             f"{max_entries} (reward_kwargs must be the same for every call)")
+        return _cache
+
+
+_budgeted: OrderedDict[tuple[int, int, int], tuple[Problem, Problem]] = OrderedDict()  # (id, N, seed) -> (it, on budget)
+_budgeted_lock = threading.Lock()
+
+
+def budgeted_problem(problem: Problem, max_tests: int | None, seed: int) -> Problem:
+    """`problem_on_budget`, made once per parsed problem (the same object for a group's
+    responses, so the verdict cache digests it once)."""
+    if max_tests is None or len(problem.tests) <= max_tests:
+        return problem
+    key = (id(problem), max_tests, seed)
+    with _budgeted_lock:
+        held = _budgeted.get(key)
+        if held is not None and held[0] is problem:
+            _budgeted.move_to_end(key)
+            return held[1]
+    on_budget = problem_on_budget(problem, max_tests, seed)
+    with _budgeted_lock:
+        _budgeted[key] = (problem, on_budget)  # the original held too, so its id() is not reused meanwhile
+        while len(_budgeted) > PROBLEM_CACHE_SIZE:
+            _budgeted.popitem(last=False)
+    return on_budget
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, *,
                   evaluator_workers: int = 0, mode: str = "robust", time_limit_scale: float = 1.0,
                   repetition_m: int = DEFAULT_REPETITION_M, problems_files: str | Sequence[str] | None = None,
-                  **_: Any) -> dict[str, Any]:
+                  reward_mode: str = "binary", reward_pow: float = 4.0, max_tests: int | None = None,
+                  test_seed: int = 0, cache_size: int = DEFAULT_CACHE_ENTRIES, **_: Any) -> dict[str, Any]:
     """Judge one response; see the module docstring for the arguments and the returned keys.
 
     Keyword settings (from `reward.custom_reward_function.reward_kwargs`):
@@ -180,13 +235,25 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
         repetition_m: the repetition window m in tokens.
         problems_files: the JSONL files that referenced problems are read from (absolute
             paths, or relative to the reward worker's working directory).
+        reward_mode, reward_pow: "binary", "fraction" or "fraction_pow" and its power, as
+            TrainConfig's (microcoder.algorithms.rewards); the fraction modes run every test.
+        max_tests, test_seed: judge on at most max_tests tests per problem, chosen as
+            TrainConfig's reward_max_tests with seed test_seed; None: every test.
+        cache_size: programs whose results this worker keeps (VerdictCache); 0: none.
     Other keyword arguments verl may pass (reward_router_address, ...) are ignored.
     """
-    problem = parse_ground_truth(ground_truth, problems_files)
+    problem = budgeted_problem(parse_ground_truth(ground_truth, problems_files), max_tests, test_seed)
     evaluator = shared_evaluator(EvaluatorConfig(workers=evaluator_workers, mode=mode,
-                                                 time_limit_scale=time_limit_scale))
-    result = evaluator.evaluate({problem.id: problem}, [Sample(problem.id, response=solution_str)])[0]
-    out = judged(result.verdict, result.reward, result.detail)
+                                                 time_limit_scale=time_limit_scale, all_tests=needs_all_tests(reward_mode)))
+    samples = [Sample(problem.id, response=solution_str)]
+    cache = shared_cache(cache_size)
+    if cache is None:
+        result = evaluator.evaluate({problem.id: problem}, samples)[0]
+    else:
+        result = cache.evaluate(evaluator, {problem.id: problem}, samples)[0][0]
+    reward = 1.0 if result.verdict == "accepted" else reward_from_tests(reward_mode, result.tests_passed,
+                                                                      result.tests_total, reward_pow)
+    out = judged(result.verdict, reward, result.detail)
     verdict = result.verdict
     tokens = (extra_info or {}).get("microcoder")
     if tokens is not None:
