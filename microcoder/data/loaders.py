@@ -30,6 +30,7 @@ from microcoder.data.literals import (
     canonical_tree_values,
     dumps,
     find_signature,
+    floats_as_annotated,
     keyword_arguments,
     literal,
     matches_annotation,
@@ -286,7 +287,7 @@ def _call_test(item: Row, signature: Signature, arguments: list[Any], expected: 
         item.drop(misfit)
         return None
     try:
-        return TestCase(input=call_input(arguments), output=dumps(expected))
+        return TestCase(input=call_input(arguments), output=dumps(floats_as_annotated(expected, signature.returns)))
     except NotRepresentable as error:
         item.drop(f"not JSON-representable: {error}")
         return None
