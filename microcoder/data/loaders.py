@@ -124,16 +124,22 @@ def load_problems(
                 results.append(error)
 
     problems: list[Problem] = []
-    seen: set[str] = set()
+    first_row: dict[str, Row] = {}
     for item, result in zip(good_rows, results):
-        if isinstance(result, Problem) and result.id in seen:
-            result = RowRejected(item.path, item.row, "id", f"duplicate id {result.id!r}", "duplicate id")
+        if isinstance(result, Problem) and result.id in first_row:
+            first = first_row[result.id]
+            if first.record == item.record:  # e.g. APPS150 repeats 22 rows whole
+                result = RowRejected(item.path, item.row, "(row)", f"repeats row {first.row} exactly (id {result.id!r})",
+                                     "duplicate row")
+            else:
+                result = RowRejected(item.path, item.row, "id", f"duplicate id {result.id!r} (first at row {first.row}, "
+                                     "with other content)", "duplicate id")
         if isinstance(result, RowRejected):
             rejects.append(
                 Reject(result.path, result.row, result.field, result.reason, result.message, _guess_id(item))
             )
         else:
-            seen.add(result.id)
+            first_row[result.id] = item
             problems.append(result)
     rejects.sort(key=lambda reject: reject.row)
     return problems, rejects
