@@ -276,3 +276,15 @@ def test_a_reference_near_its_limit_is_run_three_times(validated):
     assert min(cache["slow"]["test_cpu_s"]) >= 0.4
     assert "runs" not in cache["two-sum"]  # milliseconds: run once
     assert "slow" in {p.id for p in output.problems}
+
+
+def test_parquet_keeps_unordered_levels(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from microcoder.data.export import parquet_row_to_problem, write_parquet
+
+    problem = call("p", ANY_ORDER, TWO_SUM_STARTER, TWO_SUM_TESTS, checker=Checker(unordered_levels=[0, 1]))
+    write_parquet(tmp_path / "corpus.parquet", [problem])
+    [row] = pq.read_table(tmp_path / "corpus.parquet").to_pylist()
+    assert parquet_row_to_problem(row).checker == Checker(unordered_levels=[0, 1])
