@@ -37,9 +37,9 @@ Decisions (each also where it is implemented):
 - Unordered lines pair identical lines, then lines sorted by value, then search the rest
   (at most MAX_UNPAIRED_LINES_SEARCHED lines): exact for exact tokens, bounded in time,
   and any error with tolerances is a rejection (see `_judge_unordered_lines`).
-- Call problems, robust mode: values compare as Python's == would, with three
-  departures, each towards the type a typed judge (LeetCode's) would demand. bool equals
-  only bool (True is not 1): a function that should return a bool and returns 1 has the
+- Call problems, robust mode: values compare as Python's == would, except that types
+  count as a typed judge (LeetCode's) counts them, expected floats have a tolerance and
+  tuples are lists. bool equals only bool (True is not 1): a function that should return a bool and returns 1 has the
   wrong type. A float is not an int: where the expected value is an int, a returned float
   is rejected (n! computed as math.gamma(n + 1) is a float, and inexact from 23!), unless
   the problem's `checker.float_tolerance` allows one within it. Where the expected value is
@@ -49,7 +49,7 @@ Decisions (each also where it is implemented):
   has only lists). A returned set or frozenset is never a list ({1, 2} != [1, 2]); the
   sandbox tags it (SET_TAG) so that it arrives as a set. Dict keys arrive as strings.
 - A list may be declared unordered (`checker.unordered_levels`): at those nesting levels
-  the lists compare as multisets (see `_list_difference`).
+  the lists compare as multisets (see `_unordered_list_difference`).
 - Strict call mode compares with Python == as LiveCodeBench does: True == 1, 2.0 == 2,
   {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a list, but the
   sandbox sends every tuple as a list, so on the evaluator's path a nested tuple is a list
