@@ -54,7 +54,8 @@ class Checker(BaseModel):
 
     float_tolerance: float | None = None
     """Numeric tokens match when |got - expected| <= tol or <= tol * |expected|. In call
-    problems it also lets a returned float stand for an expected int (within tol)."""
+    problems it also lets a returned float meet an expected int within tol (else only an
+    exactly equal float does)."""
     case_insensitive: bool = False
     """Tokens compare without regard to case ("you may print YES/yes in any case")."""
     unordered_lines: bool = False

@@ -1,5 +1,5 @@
 """Call results on the real path: the sandbox's encoding of a return value and the judge's
-reading of it (a set stays a set, a float stays a float, unordered levels apply)."""
+reading of it (a set stays a set, a float meets an int only exactly, unordered levels apply)."""
 
 import re
 from pathlib import Path
@@ -48,19 +48,21 @@ def test_a_returned_dict_with_a_nul_key_is_not_a_set(evaluator):
     assert verdicts(evaluator, problem, "def f(x):\n    return {x}") == ("wrong_answer", "wrong_answer")
 
 
-def test_a_float_for_an_int_fails_unless_the_checker_allows(evaluator):
+def test_a_float_for_an_int_must_equal_it_unless_the_checker_allows_more(evaluator):
     factorial = call_problem([("23", "25852016738884976640000"), ("5", "120")], entry_point="f")
     gamma = "import math\ndef f(n):\n    return math.gamma(n + 1)"
     exact = "import math\ndef f(n):\n    return math.factorial(n)"
     assert verdicts(evaluator, factorial, exact) == ("accepted", "accepted")
     # gamma(24) is 6815744 short of 23!: Python == says no, and so do both modes.
     assert verdicts(evaluator, factorial, gamma) == ("wrong_answer", "wrong_answer")
-    # 120.0 for 120: strict is Python (120 == 120.0); robust wants the int.
+    # 120.0 is 120 exactly: Python == says yes, and so do both modes.
     five = call_problem([("5", "120")], entry_point="f")
-    assert verdicts(evaluator, five, gamma) == ("wrong_answer", "accepted")
-    # With a declared tolerance the problem accepts floats for ints within it.
-    tolerant = call_problem([("5", "120")], entry_point="f", checker=Checker(float_tolerance=1e-9))
-    assert verdicts(evaluator, tolerant, gamma) == ("accepted", "accepted")
+    assert verdicts(evaluator, five, gamma) == ("accepted", "accepted")
+    # A float near the int passes only under a declared tolerance (strict has none).
+    near = "def f(n):\n    return 120.0000001"
+    assert verdicts(evaluator, five, near) == ("wrong_answer", "wrong_answer")
+    tolerant = call_problem([("5", "120")], entry_point="f", checker=Checker(float_tolerance=1e-6))
+    assert verdicts(evaluator, tolerant, near) == ("accepted", "wrong_answer")
 
 
 TWO_SUM_REVERSED = """

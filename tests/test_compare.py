@@ -390,20 +390,24 @@ def test_call_expected_float_accepts_an_int_or_float_within_tolerance():
     assert not call_accepted("2.0", 3)
 
 
-def test_call_float_is_not_an_int_contrasted_with_strict():
+def test_call_float_for_an_int_must_equal_it_exactly_as_in_python():
     # 23! = 25852016738884976640000; math.gamma(24) = 2.585201673888497e+22, whose value
     # is 25852016738884969824256, 6815744 less: a relative error of 2.6e-16, which any
-    # relative tolerance accepts, yet not the number.
+    # relative tolerance accepts, yet not the number. Python's == says so; both modes too.
     factorial_23 = 25852016738884976640000
     assert math.gamma(24) != factorial_23
     assert judge_call(str(factorial_23), math.gamma(24)) == (
-        False, "expected 25852016738884976640000, got 2.585201673888497e+22 (a float is not an int)")
-    # Even an exact float is a float where an int is expected (LeetCode prints 2.00000).
-    assert not call_accepted("2", 2.0)
-    assert not call_accepted("[1, 2]", [1, 2.0])
-    # Strict is Python ==: 2 == 2.0 holds, 23! == gamma(24) does not.
-    assert call_accepted("2", 2.0, mode="strict")
+        False, "expected 25852016738884976640000, got 2.585201673888497e+22 "
+               "(an int is expected: a float must equal it exactly)")
     assert not call_accepted(str(factorial_23), math.gamma(24), mode="strict")
+    # 2.0000001 for 2: within the old 1e-5, but not 2.
+    assert not call_accepted("2", 2.0000001)
+    assert not call_accepted("[1, 2]", [1, 2.0000001])
+    # An exact float is the int, as 6.0 == 6 in Python (references that compute with
+    # floats return 6.0 for 6); 2**53 + 1 has no float, so no float equals it.
+    assert call_accepted("6", 6.0) and call_accepted("[1, 2]", [1, 2.0])
+    assert call_accepted("2", 2.0, mode="strict")
+    assert not call_accepted(str(2**53 + 1), float(2**53 + 1))
 
 
 def test_call_checker_tolerance_lets_a_float_stand_for_an_int():
@@ -476,9 +480,10 @@ def test_call_unordered_items_keep_tolerances_and_types():
     # (1.1, 1.08) are within 0.1: accepted. 1.25 is 0.15 from 1.1: rejected.
     assert call_accepted("[1.1, 1.0]", [1.05, 1.08], checker=top)
     assert not call_accepted("[1.1, 1.0]", [1.05, 1.25], checker=top)
-    # Types still count in any order: True is not 1, a float is not an int.
+    # Types and exactness still count in any order: True is not 1, 1.5 is not 1.
     assert not call_accepted("[1, 2]", [2, True], checker=Checker(unordered_levels=[0]))
-    assert not call_accepted("[1, 2]", [2.0, 1.0], checker=Checker(unordered_levels=[0]))
+    assert not call_accepted("[1, 2]", [2.0, 1.5], checker=Checker(unordered_levels=[0]))
+    assert call_accepted("[1, 2]", [2.0, 1.0], checker=Checker(unordered_levels=[0]))
 
 
 def test_call_unordered_search_pairs_what_sorting_misses(monkeypatch):

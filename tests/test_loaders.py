@@ -124,8 +124,8 @@ def test_floats_as_annotated_writes_a_float_functions_int_answers_as_floats():
 
 
 def test_a_float_functions_int_answer_becomes_a_float_test(tmp_path):
-    # A returned 2.0 must meet the answer "2" of a function returning float, and the judge
-    # accepts a float only where a float is expected: the loader writes 2.0.
+    # The answer "2" of a function returning float is the float 2.0, so that a returned
+    # 2.0000001 meets it within the tolerance for floats (an int is met only exactly).
     record = {"problem": "Return the mean.", "starter_code": "class Solution:\n    def mean(self, xs: List[int]) -> float:\n        ",
               "tests": [{"input": "[1, 3]", "output": "2", "testtype": "functional"},
                         {"input": "[1, 2]", "output": "1.5", "testtype": "functional"}]}

@@ -206,8 +206,9 @@ _LIST_OF = re.compile(r"(?:List|list)\s*\[\s*(.*)\]")
 def floats_as_annotated(value: Any, annotation: str | None) -> Any:
     """`value` with its ints written as floats where the annotation says float (`float`,
     `Optional[float]`, `List[float]`, `List[List[float]]` ...): the answer 2 of a function
-    returning float is 2.0, and the judge accepts a float only where a float is expected
-    (it accepts an int there too). Ints beyond 2**53 stay ints, as a float would round them."""
+    returning float is 2.0, so that the judge's tolerance for expected floats applies to it
+    (an expected int is met only by an exactly equal float). Ints beyond 2**53 stay ints,
+    as a float would round them."""
     if annotation is None:
         return value
     annotation = annotation.strip()

@@ -37,21 +37,22 @@ Decisions (each also where it is implemented):
 - Unordered lines pair identical lines, then lines sorted by value, then search the rest
   (at most MAX_UNPAIRED_LINES_SEARCHED lines): exact for exact tokens, bounded in time,
   and any error with tolerances is a rejection (see `_judge_unordered_lines`).
-- Call problems, robust mode: values compare as Python's == would, except that types
-  count as a typed judge (LeetCode's) counts them, expected floats have a tolerance and
-  tuples are lists. bool equals only bool (True is not 1): a function that should return a bool and returns 1 has the
-  wrong type. A float is not an int: where the expected value is an int, a returned float
-  is rejected (n! computed as math.gamma(n + 1) is a float, and inexact from 23!), unless
-  the problem's `checker.float_tolerance` allows one within it. Where the expected value is
-  a float, a returned int or float compares within the checker's `float_tolerance`, else
-  CALL_FLOAT_TOLERANCE. inf matches only the same inf, nan only an expected nan; ints
-  compare exactly. Tuples count as lists at any depth (JSON, the format of expected values,
-  has only lists). A returned set or frozenset is never a list ({1, 2} != [1, 2]); the
-  sandbox tags it (SET_TAG) so that it arrives as a set. Dict keys arrive as strings.
+- Call problems, robust mode: values compare as Python's == would, except that a bool
+  is not a number, expected floats have a tolerance, and tuples are lists. bool equals
+  only bool (True is not 1): a function that should return a bool and returns 1 has the
+  wrong type, which a typed judge would reject. An expected int meets a returned float
+  only as Python's == does, exactly (6.0 for 6, never n! computed as math.gamma(n + 1),
+  which from 23! is not the integer), unless the problem's `checker.float_tolerance`
+  allows a float within it. Where the expected value is a float, a returned int or float
+  compares within the checker's `float_tolerance`, else CALL_FLOAT_TOLERANCE. inf
+  matches only the same inf, nan only an expected nan; ints compare exactly. Tuples count
+  as lists at any depth (JSON, the format of expected values, has only lists). A
+  returned set or frozenset is never a list ({1, 2} != [1, 2]); the sandbox tags it
+  (SET_TAG) so that it arrives as a set. Dict keys arrive as strings.
 - A list may be declared unordered (`checker.unordered_levels`): at those nesting levels
   the lists compare as multisets (see `_unordered_list_difference`).
 - Strict call mode compares with Python == as LiveCodeBench does: True == 1, 2.0 == 2,
-  {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a list, but the
+  0.1 + 0.2 != 0.3, {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a list, but the
   sandbox sends every tuple as a list, so on the evaluator's path a nested tuple is a list
   in strict mode too.
 """
@@ -457,7 +458,8 @@ def _numbers_difference(expected: int | float, got: int | float, rules: _CallRul
     if type(expected) is int and type(got) is int:
         return None if expected == got else "differs"
     if type(expected) is int and not rules.float_for_int:
-        return "a float is not an int"
+        # Python's ==, exact: 6.0 == 6, but math.gamma(24) != 23! (it is 6815744 short).
+        return None if expected == got else "an int is expected: a float must equal it exactly"
     try:
         expected_float, got_float = float(expected), float(got)
     except OverflowError:
