@@ -204,6 +204,9 @@ def test_near_limit_runs_are_retimed_and_the_least_time_kept():
     assert needs_retiming(run("accepted", [0.1, 2.1]), 4.0, 0.5)
     assert not needs_retiming(run("accepted", [0.1, 1.9]), 4.0, 0.5)
     assert needs_retiming(run("time_limit_exceeded", [0.1]), 4.0, 0.5)
+    # With limits derived as 3 x the slowest test over a 1 s floor, 0.34 s sets a limit.
+    assert needs_retiming(run("accepted", [0.34]), 4.0, 0.5, 1.0 / 3)
+    assert not needs_retiming(run("accepted", [0.3]), 4.0, 0.5, 1.0 / 3)
     # Three runs: a timeout and two passes; accepted, each test's least time of the passes.
     record = _verdict_record([run("time_limit_exceeded", [0.1]), run("accepted", [0.2, 3.9]), run("accepted", [0.1, 3.5])])
     assert record == {"verdict": "accepted", "detail": "", "tests_passed": 2, "tests_total": 2,

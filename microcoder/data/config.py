@@ -58,10 +58,11 @@ class ValidateConfig:
     ties in the source's order, kept in that order. Storage and build time only; the
     reward's own test budget is a training setting."""
     retime_runs: int = 3
-    """A reference run that times out, or whose slowest test takes `retime_above` of the
-    per-test limit or more, is run this many times in all; it passes if one run passes, and
-    each test's CPU time is its least over the passing runs (load only ever adds time), so
-    one noisy run does not change the corpus. 1 runs every reference once."""
+    """A reference run that times out, whose slowest test takes `retime_above` of the
+    per-test limit or more, or whose time sets a derived limit above the floor, is run this
+    many times in all; it passes if one run passes, and each test's CPU time is its least
+    over the passing runs (load only ever adds time), so one noisy run does not change the
+    corpus. 1 runs every reference once."""
     retime_above: float = 0.5
     """Fraction of the reference limit (`time_limit_s`) from which a passing run is re-timed."""
     time_limits_from_reference: bool = True

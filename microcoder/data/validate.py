@@ -22,7 +22,10 @@ Per problem, in order:
    must be accepted (`metadata.checker_permuted_tests` counts the tests and how many
    permutations differ from the result); the reference must then pass with it (3.).
 3. Reference. `metadata.reference_solution` runs through the evaluator on every test;
-   a problem whose reference is not accepted is removed with the verdict. Verdicts and
+   a problem whose reference is not accepted is removed with the verdict. A run whose
+   time decides something (a timeout, a test at `retime_above` of the limit or more, a
+   time that sets a derived limit above the floor) is repeated up to `retime_runs` runs
+   in all: accepted if one is, each test's least time over the accepted runs. Verdicts and
    each test's CPU time are cached by content under `validate/reference_verdicts.jsonl`
    after each batch, so an interrupted run loses at most one batch.
 4. Time limit. A problem whose reference passed gets `metadata.reference_cpu_s` (CPU
@@ -505,12 +508,16 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
     return failed, timings
 
 
-def needs_retiming(result: Any, limit_s: float, above: float) -> bool:
-    """A reference run near its limit: timed out, or passed with its slowest test at
-    `above` x the limit or more. Pure."""
+def needs_retiming(result: Any, limit_s: float, above: float, sets_limit_from_s: float | None = None) -> bool:
+    """A reference run whose time decides something: timed out, passed with its slowest
+    test at `above` x the limit or more, or (with `sets_limit_from_s`) passed slowly
+    enough that its time sets the problem's derived limit (above the floor). Pure."""
     if result.verdict == "time_limit_exceeded":
         return True
-    return result.verdict == "accepted" and bool(result.test_cpu_seconds) and max(result.test_cpu_seconds) >= above * limit_s
+    if result.verdict != "accepted" or not result.test_cpu_seconds:
+        return False
+    slowest = max(result.test_cpu_seconds)
+    return slowest >= above * limit_s or (sets_limit_from_s is not None and slowest >= sets_limit_from_s)
 
 
 def _retimed(batch: list[Problem], results: list[Any], config: PipelineConfig,
@@ -520,8 +527,10 @@ def _retimed(batch: list[Problem], results: list[Any], config: PipelineConfig,
     from microcoder.evaluator import Sample
 
     settings = config.validate
+    # The derived limit is multiple x the slowest test, so it rises above the floor from here.
+    sets_limit_from_s = settings.time_limit_floor_s / settings.time_limit_multiple if settings.time_limits_from_reference else None
     near = [(problem, result) for problem, result in zip(batch, results)
-            if needs_retiming(result, config.time_limit_s, settings.retime_above)]
+            if needs_retiming(result, config.time_limit_s, settings.retime_above, sets_limit_from_s)]
     runs = {problem.id: [result] for problem, result in near}
     for _ in range(settings.retime_runs - 1):
         if not near:
