@@ -53,11 +53,18 @@ class Checker(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     float_tolerance: float | None = None
-    """Numeric tokens match when |got - expected| <= tol or <= tol * |expected|."""
+    """Numeric tokens match when |got - expected| <= tol or <= tol * |expected|. In call
+    problems it also lets a returned float meet an expected int within tol (else only an
+    exactly equal float does)."""
     case_insensitive: bool = False
     """Tokens compare without regard to case ("you may print YES/yes in any case")."""
     unordered_lines: bool = False
-    """Output lines may appear in any order (compared as a multiset of lines)."""
+    """Output lines may appear in any order (compared as a multiset of lines). `stdin` only."""
+    unordered_levels: list[int] = Field(default_factory=list)
+    """`call` only: the nesting levels of the return value whose lists may come in any order
+    (compared as multisets). 0 is the returned list itself, 1 each list inside it, and so
+    on: [0] for "return the indices in any order", [0, 1] for "the triplets, and the
+    numbers in each, in any order", [1] for "each group sorted any way, groups in order"."""
     python: str | None = None
     """Source defining `check(input: str, expected: str, got: str) -> bool`; runs sandboxed."""
 
@@ -98,6 +105,12 @@ class Problem(BaseModel):
     def _call_needs_entry_point(self) -> Problem:
         if self.kind == "call" and not self.entry_point:
             raise FieldError("entry_point", "a `call` problem needs `entry_point`")
+        if self.checker is not None and self.checker.unordered_levels:
+            levels = self.checker.unordered_levels
+            if self.kind != "call":
+                raise FieldError("checker.unordered_levels", "only `call` problems have unordered levels")
+            if any(level < 0 for level in levels) or len(set(levels)) != len(levels):
+                raise FieldError("checker.unordered_levels", f"levels must be distinct and >= 0, got {levels}")
         if self.kind == "call":
             for index, test in enumerate(self.tests):
                 _check_call_test(index, test)

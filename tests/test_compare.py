@@ -18,8 +18,8 @@ def accepted(expected: str, got: str, checker: Checker | None = None, mode: str 
     return judge_stdout(expected, got, checker, mode)[0]
 
 
-def call_accepted(expected_json: str, got: object, mode: str = "robust") -> bool:
-    return judge_call(expected_json, got, mode)[0]
+def call_accepted(expected_json: str, got: object, mode: str = "robust", checker: Checker | None = None) -> bool:
+    return judge_call(expected_json, got, mode, checker)[0]
 
 
 # --------------------------------------------------------------------------------------
@@ -381,12 +381,126 @@ def test_call_float_tolerance_contrasted_with_strict():
     assert call_accepted("[1000000.0]", [1000000.005])
 
 
-def test_call_float_on_either_side_compares_with_an_int():
-    # 2 vs 2.0000001: |diff| = 1e-7 <= 1e-5. Either side may be the float.
-    assert call_accepted("2", 2.0000001)
+def test_call_expected_float_accepts_an_int_or_float_within_tolerance():
+    # Expected 2.0: 2 (Python: 2 == 2.0) and 2.0000001 (|diff| = 1e-7 <= 1e-5) pass.
     assert call_accepted("2.0", 2)
-    # |2.5 - 2| = 0.5: rejected.
-    assert not call_accepted("2", 2.5)
+    assert call_accepted("2.0", 2.0000001)
+    # |2.5 - 2.0| = 0.5: rejected.
+    assert not call_accepted("2.0", 2.5)
+    assert not call_accepted("2.0", 3)
+
+
+def test_call_float_for_an_int_must_equal_it_exactly_as_in_python():
+    # 23! = 25852016738884976640000; math.gamma(24) = 2.585201673888497e+22, whose value
+    # is 25852016738884969824256, 6815744 less: a relative error of 2.6e-16, which any
+    # relative tolerance accepts, yet not the number. Python's == says so; both modes too.
+    factorial_23 = 25852016738884976640000
+    assert math.gamma(24) != factorial_23
+    assert judge_call(str(factorial_23), math.gamma(24)) == (
+        False, "expected 25852016738884976640000, got 2.585201673888497e+22 "
+               "(an int is expected: a float must equal it exactly)")
+    assert not call_accepted(str(factorial_23), math.gamma(24), mode="strict")
+    # 2.0000001 for 2: within the old 1e-5, but not 2.
+    assert not call_accepted("2", 2.0000001)
+    assert not call_accepted("[1, 2]", [1, 2.0000001])
+    # An exact float is the int, as 6.0 == 6 in Python (references that compute with
+    # floats return 6.0 for 6); 2**53 + 1 has no float, so no float equals it.
+    assert call_accepted("6", 6.0) and call_accepted("[1, 2]", [1, 2.0])
+    assert call_accepted("2", 2.0, mode="strict")
+    assert not call_accepted(str(2**53 + 1), float(2**53 + 1))
+
+
+def test_call_checker_tolerance_lets_a_float_stand_for_an_int():
+    checker = Checker(float_tolerance=1e-6)
+    # |2.0000001 - 2| = 1e-7 <= 1e-6: accepted under the checker, rejected without it.
+    assert call_accepted("2", 2.0000001, checker=checker)
+    assert not call_accepted("2", 2.0000001)
+    # |2.00001 - 2| = 1e-5 > 1e-6 and > 1e-6 * 2: rejected.
+    assert not call_accepted("2", 2.00001, checker=checker)
+    # The checker's tolerance replaces the default for expected floats: 0.30002 is 2e-5
+    # from 0.3, within 1e-4 but not within the default 1e-5.
+    assert call_accepted("0.3", 0.30002, checker=Checker(float_tolerance=1e-4))
+    assert not call_accepted("0.3", 0.30002)
+    # Strict ignores checkers: 0.1 + 0.2 != 0.3 there whatever the checker says.
+    assert not call_accepted("0.3", 0.1 + 0.2, mode="strict", checker=Checker(float_tolerance=1e-4))
+    with pytest.raises(ValueError, match="float_tolerance"):
+        judge_call("1.0", 1.0, checker=Checker(float_tolerance=math.inf))
+
+
+def test_call_set_is_not_a_list_in_either_mode():
+    # Python: {1, 2} != [1, 2]; LiveCodeBench compares with == and rejects too. The
+    # sandbox sends a set as {SET_TAG: items}; a Python set passed directly is the same.
+    for returned in ({1, 2}, frozenset({1, 2}), {compare.SET_TAG: [1, 2]}):
+        for mode in ("robust", "strict"):
+            assert not call_accepted("[1, 2]", returned, mode=mode), (returned, mode)
+    assert judge_call("[1, 2]", {compare.SET_TAG: [1, 2]}) == (False, "expected list [1, 2], got set frozenset({1, 2})")
+    # Nested: a list of sets is not a list of lists.
+    assert not call_accepted("[[1], [2]]", [{compare.SET_TAG: [1]}, {compare.SET_TAG: [2]}])
+    # Set items that were tuples come back as tuples, so the reason shows the set.
+    assert "frozenset({(1, 2)})" in judge_call("[[1, 2]]", {compare.SET_TAG: [[1, 2]]})[1]
+
+
+def test_call_dict_keys_with_a_leading_nul_are_not_sets():
+    # The sandbox escapes a returned dict key that starts with NUL by one more NUL.
+    assert call_accepted('{"\\u0000set": [1]}', {"\x00\x00set": [1]})
+    assert call_accepted('{"a": 1}', {"a": 1})
+    assert not call_accepted('{"\\u0000set": [1]}', {compare.SET_TAG: [1]})
+
+
+def test_call_unordered_levels_compare_lists_as_multisets():
+    top = Checker(unordered_levels=[0])
+    # [0] -> the returned list in any order: [1, 0] is [0, 1] permuted.
+    assert call_accepted("[0, 1]", [1, 0], checker=top)
+    assert not call_accepted("[0, 1]", [1, 0])
+    # A multiset: [1, 1, 2] is not [1, 2, 2]; lengths must match; a set is still no list.
+    assert not call_accepted("[1, 1, 2]", [1, 2, 2], checker=top)
+    assert not call_accepted("[0, 1]", [0, 1, 1], checker=top)
+    assert not call_accepted("[0, 1]", {1, 0}, checker=top)
+    assert judge_call("[1, 1, 2]", [1, 2, 2], checker=top) == (
+        False, "expected item 1 matches no returned item (any order)")
+    # Level 0 only: the quadruplets may come in any order, their numbers may not.
+    quadruplets = "[[-2, -1, 1, 2], [-2, 0, 0, 2], [-1, 0, 0, 1]]"
+    assert call_accepted(quadruplets, [[-1, 0, 0, 1], [-2, -1, 1, 2], [-2, 0, 0, 2]], checker=top)
+    assert not call_accepted(quadruplets, [[1, 0, 0, -1], [-2, -1, 1, 2], [-2, 0, 0, 2]], checker=top)
+    # Levels 0 and 1: both; still a multiset at each level ([0, 0, 2, -2] has both zeros).
+    both = Checker(unordered_levels=[0, 1])
+    assert call_accepted(quadruplets, [[1, 0, 0, -1], [2, -1, 1, -2], [0, 0, 2, -2]], checker=both)
+    assert not call_accepted(quadruplets, [[1, 0, 0, -1], [2, -1, 1, -2], [0, 2, 2, -2]], checker=both)
+    # Level 1 only: each group in any order, the groups in the expected order.
+    inner = Checker(unordered_levels=[1])
+    assert call_accepted('[["ate", "eat"], ["bat"]]', [["eat", "ate"], ["bat"]], checker=inner)
+    assert not call_accepted('[["ate", "eat"], ["bat"]]', [["bat"], ["eat", "ate"]], checker=inner)
+    # Strict ignores the checker, as LiveCodeBench has none.
+    assert not call_accepted("[0, 1]", [1, 0], mode="strict", checker=top)
+
+
+def test_call_unordered_items_keep_tolerances_and_types():
+    top = Checker(unordered_levels=[0], float_tolerance=0.1)
+    # Sorted: expected [1.0, 1.1], returned [1.05, 1.08]; pairs (1.0, 1.05) and
+    # (1.1, 1.08) are within 0.1: accepted. 1.25 is 0.15 from 1.1: rejected.
+    assert call_accepted("[1.1, 1.0]", [1.05, 1.08], checker=top)
+    assert not call_accepted("[1.1, 1.0]", [1.05, 1.25], checker=top)
+    # Types and exactness still count in any order: True is not 1, 1.5 is not 1.
+    assert not call_accepted("[1, 2]", [2, True], checker=Checker(unordered_levels=[0]))
+    assert not call_accepted("[1, 2]", [2.0, 1.5], checker=Checker(unordered_levels=[0]))
+    assert call_accepted("[1, 2]", [2.0, 1.0], checker=Checker(unordered_levels=[0]))
+
+
+def test_call_unordered_search_pairs_what_sorting_misses(monkeypatch):
+    # Tolerance 0.5. Expected [[0.0, 5.0], [0.3, 1.0]], returned [[0.4, 5.0], [0.1, 1.0]].
+    # Sorted, the pairs are ([0.0, 5.0], [0.1, 1.0]) and ([0.3, 1.0], [0.4, 5.0]): 5.0 vs
+    # 1.0 fails both. The search pairs [0.0, 5.0] with [0.4, 5.0] (0.4 <= 0.5) and
+    # [0.3, 1.0] with [0.1, 1.0] (0.2): a valid permutation, accepted.
+    checker = Checker(unordered_levels=[0], float_tolerance=0.5)
+    expected = "[[0.0, 5.0], [0.3, 1.0]]"
+    assert call_accepted(expected, [[0.4, 5.0], [0.1, 1.0]], checker=checker)
+    # Wrong: [0.3, 1.0] against [0.1, 2.0] is 1.0 off (> 0.5 and > 0.5 * 1.0).
+    assert judge_call(expected, [[0.4, 5.0], [0.1, 2.0]], checker=checker) == (
+        False, "expected item [0.3, 1.0] matches no returned item (any order)")
+    # Without the search the same valid answer is rejected, so the search did the pairing.
+    monkeypatch.setattr(compare, "MAX_UNPAIRED_ITEMS_SEARCHED", 1)
+    verdict, reason = judge_call(expected, [[0.4, 5.0], [0.1, 1.0]], checker=checker)
+    assert not verdict and "2 items unpaired after sorting" in reason
 
 
 def test_call_bool_is_not_int_contrasted_with_strict():

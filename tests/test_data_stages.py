@@ -144,7 +144,9 @@ def test_difficulty_date_cutoff_and_band_without_model():
     ]
     out = filter_by_difficulty(problems, config, StageContext(config))
     assert [p.id for p in out.problems] == ["new", "undated"]
-    assert out.problems[0].difficulty == "Hard"  # the source's label is kept
+    # The source's label, normalised; the raw one and its scale kept.
+    assert out.problems[0].difficulty == "hard"
+    assert out.problems[0].metadata["difficulty_label"] == {"raw": "Hard", "scale": "easy/medium/hard"}
     assert {r.id: r.reason for r in out.removals} == {"old": "before date cutoff",
                                                       "solved": "too easy (pass rate above band)"}
     config.difficulty.keep_undated = False

@@ -15,6 +15,7 @@ from microcoder.data.literals import (
     NotRepresentable,
     canonical_tree_values,
     find_signature,
+    floats_as_annotated,
     keyword_arguments,
     literal,
     to_json_value,
@@ -110,6 +111,26 @@ def test_livecodebench_kinds_and_dropped_tests(tmp_path):
     assert [(t.input, t.output) for t in call.tests] == [("[1, 2]\n3", "6")]
     assert call.metadata["dropped_tests"] == {"argument count does not match the signature": 1}
     assert stdin.id == "livecodebench/lcb_small-1" and stdin.metadata["source_file"] == "lcb_small.json"
+
+
+def test_floats_as_annotated_writes_a_float_functions_int_answers_as_floats():
+    assert floats_as_annotated(2, "float") == 2.0 and type(floats_as_annotated(2, "float")) is float
+    assert [type(x) for x in floats_as_annotated([1, 2.5, None], "List[Optional[float]]")] == [float, float, type(None)]
+    assert [type(x) for x in floats_as_annotated([1, 2.5], "List[int]")] == [int, float]
+    assert [[type(x) for x in xs] for xs in floats_as_annotated([[1], [2]], "List[List[float]]")] == [[float], [float]]
+    assert floats_as_annotated(2, "int") == 2 and floats_as_annotated(True, "float") is True
+    # 2**53 + 1 has no exact float: it stays the int it was written as.
+    assert floats_as_annotated(2**53 + 1, "float") == 2**53 + 1
+
+
+def test_a_float_functions_int_answer_becomes_a_float_test(tmp_path):
+    # The answer "2" of a function returning float is the float 2.0, so that a returned
+    # 2.0000001 meets it within the tolerance for floats (an int is met only exactly).
+    record = {"problem": "Return the mean.", "starter_code": "class Solution:\n    def mean(self, xs: List[int]) -> float:\n        ",
+              "tests": [{"input": "[1, 3]", "output": "2", "testtype": "functional"},
+                        {"input": "[1, 2]", "output": "1.5", "testtype": "functional"}]}
+    [problem], _ = load_problems(write_json(tmp_path / "lcb_float.json", [record]))
+    assert [t.output for t in problem.tests] == ["2.0", "1.5"]
 
 
 def test_livecodebench_problem_left_without_tests_is_rejected(tmp_path):

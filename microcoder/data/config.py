@@ -31,6 +31,11 @@ class SourceConfig:
     """For `hf:json` / `hf:parquet`: the files to read (relative to the repository root)."""
     licence: str | None = None
     """Licence recorded on records that carry none (canonical and hf inputs)."""
+    dates: str | None = None
+    """A file of publication dates to give this source's undated problems: JSON
+    {"two-sum": "2015-08-10", ...} or CSV lines `slug,YYYY-MM-DD`, keyed by the problem's
+    `metadata.original_id` (the LeetCode slug for LeetCodeDataset). Dates the source
+    already carries win."""
 
 
 @dataclass
@@ -45,6 +50,21 @@ class ValidateConfig:
     """Run `metadata.reference_solution` through the evaluator; drop problems it fails."""
     batch_size: int = 50
     """Problems per evaluator call; verdicts are cached after each batch."""
+    min_tests: int = 1
+    """Problems left with fewer tests than this (after the drops above) are removed, with
+    the reason: few tests let wrong programs pass (DeepCoder keeps problems with 5 or more)."""
+    max_tests: int | None = None
+    """Tests kept per problem in the corpus (None: all): the ones with the longest inputs,
+    ties in the source's order, kept in that order. Storage and build time only; the
+    reward's own test budget is a training setting."""
+    retime_runs: int = 3
+    """A reference run that times out, whose slowest test takes `retime_above` of the
+    per-test limit or more, or whose time sets a derived limit above the floor, is run this
+    many times in all; it passes if one run passes, and each test's CPU time is its least
+    over the passing runs (load only ever adds time), so one noisy run does not change the
+    corpus. 1 runs every reference once."""
+    retime_above: float = 0.5
+    """Fraction of the reference limit (`time_limit_s`) from which a passing run is re-timed."""
     time_limits_from_reference: bool = True
     """Set the `time_limit_s` of each problem whose reference passes to
     time_limit_multiple x its slowest test's CPU time, within [floor, cap] (validate.py);
@@ -69,6 +89,17 @@ class ValidateConfig:
         if self.time_limit_multiple < 1:
             raise ValueError(f"validate.time_limit_multiple must be at least 1 (the reference must pass its own "
                              f"limit), got {self.time_limit_multiple!r}")
+        for name in ("min_tests", "retime_runs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"validate.{name} must be an integer >= 1, got {value!r}")
+        if self.max_tests is not None and (isinstance(self.max_tests, bool) or not isinstance(self.max_tests, int)
+                                           or self.max_tests < self.min_tests):
+            raise ValueError(f"validate.max_tests must be null or an integer >= min_tests ({self.min_tests}), "
+                             f"got {self.max_tests!r}")
+        if isinstance(self.retime_above, bool) or not isinstance(self.retime_above, (int, float)) \
+                or not 0 < self.retime_above <= 1:
+            raise ValueError(f"validate.retime_above must be in (0, 1], got {self.retime_above!r}")
         if self.time_limit_floor_s > self.time_limit_cap_s:
             raise ValueError(f"validate.time_limit_floor_s ({self.time_limit_floor_s}) is above "
                              f"validate.time_limit_cap_s ({self.time_limit_cap_s})")

@@ -166,38 +166,48 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
     if dropped:
         lines += ["| reason | tests |", "|---|---:|"] + [f"| {r} | {n} |" for r, n in dropped.most_common()] + [""]
 
+    lines += section_on_test_counts((manifests.get("validate") or {}).get("extra", {}).get("tests_per_problem", {}),
+                                       problems, config)
+
     buckets = Counter(difficulty_bucket(p) for p in problems)
     ordered = dict(sorted(buckets.items()))
     _bar_chart(out_dir / "difficulty.png", ordered or {"(none)": 0}, "Difficulty (source label or estimated pass rate)", "problems")
     rated = [p for p in problems if (p.metadata.get("pass_rate") or {}).get("rate") is not None]
     lines += ["## Difficulty", "",
-              f"{sum(p.difficulty is not None for p in problems)} problems carry a source label; "
+              f"{sum(p.difficulty is not None for p in problems)} problems carry a source label, normalised to "
+              "easy/medium/hard (raw labels by scale: "
+              + (", ".join(f"{scale} {count}" for scale, count in sorted(Counter(
+                  (p.metadata.get("difficulty_label") or {}).get("scale", "none") for p in problems).items()))) + "); "
               f"{len(rated)} have a model pass rate"
               + (f" ({rated[0].metadata['pass_rate']['model']}, n={rated[0].metadata['pass_rate']['n']})" if rated else
                  " (the model stage was off)") + ".", "",
               "| difficulty | problems |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in ordered.items()]
     lines += ["", "![difficulty](difficulty.png)", ""]
 
-    dates = sorted(p.date for p in problems if p.date)
-    lines += ["## Dates", ""]
-    if dates:
-        years = Counter(d[:4] for d in dates)
-        lines += [f"{len(dates)} dated problems, from {dates[0]} to {dates[-1]}; {len(problems) - len(dates)} undated.", "",
-                  "| year | problems |", "|---|---:|"] + [f"| {y} | {n} |" for y, n in sorted(years.items())]
-    else:
-        lines += ["No problem carries a date."]
-    cutoff = config.difficulty.date_cutoff
-    lines += ["", f"Date cutoff: {cutoff or 'none'}.", ""]
+    lines += dates_section(problems, config)
 
     checkers = Counter()
     for problem in problems:
         if problem.checker:
             checkers["float tolerance"] += problem.checker.float_tolerance is not None
             checkers["any letter case"] += problem.checker.case_insensitive
+            checkers["lines in any order (stdin)"] += problem.checker.unordered_lines
+            checkers["result in any order (call, unordered_levels)"] += bool(problem.checker.unordered_levels)
         checkers["checker inferred from the statement (validate)"] += problem.metadata.get("checker_inferred") == "statement"
         checkers["reference solution (passed validate)"] += "reference_solution" in problem.metadata
     lines += ["## Checkers and references", "", "| | problems |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in checkers.items()] + [""]
+    rules = Counter(problem.metadata["checker_rule"].split(":")[0] for problem in problems
+                    if problem.metadata.get("checker_rule"))
+    if rules:
+        lines += ["Checkers inferred from statements, by rule:", "", "| rule | problems |", "|---|---:|"]
+        lines += [f"| {rule} | {count} |" for rule, count in sorted(rules.items())] + [""]
+    permuted = [problem.metadata["checker_permuted_tests"] for problem in problems
+                if problem.metadata.get("checker_permuted_tests")]
+    if permuted:
+        lines += [f"Each any-order checker was checked on its problem's tests: {sum(p['tests'] for p in permuted)} "
+                  f"expected results permuted at the checker's levels were all accepted, {sum(p['changed'] for p in permuted)} "
+                  "of them permutations that exact comparison rejects; each reference passed with its checker.", ""]
     lines += time_limit_section(problems, config)
     eval_sets = (manifests.get("decontaminate") or {}).get("extra", {}).get("eval_sets", {})
     if eval_sets:
@@ -205,6 +215,53 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
         lines += [f"| {k} | {v} |" for k, v in eval_sets.items()] + [""]
     (out_dir / "datasheet.md").write_text("\n".join(lines) + "\n")
     return ["sources.png", "difficulty.png"]
+
+
+def section_on_test_counts(histograms: dict[str, dict[str, dict[str, int]]], problems: list[Problem],
+                              config: PipelineConfig) -> list[str]:
+    """Tests per problem by source, as validate received the problems and as it kept them."""
+    from microcoder.data.validate import TEST_COUNT_BANDS, band_of_test_count
+
+    settings = config.validate
+    lines = ["## Tests per problem", "",
+             f"Test policy (`validate.min_tests`, `validate.max_tests`): at least {settings.min_tests}, "
+             + (f"at most {settings.max_tests} stored (the longest inputs)." if settings.max_tests else "no upper limit.")
+             + " Each cell is before validate / after it (problems).", ""]
+    if not histograms:
+        return lines + ["(no validate manifest)", ""]
+    bands = [band_of_test_count(low) for low, _ in TEST_COUNT_BANDS]
+    lines += ["| source | " + " | ".join(bands) + " |", "|---|" + "---:|" * len(bands)]
+    for source, sides in histograms.items():
+        cells = [f"{sides['before'].get(band, 0)} / {sides['after'].get(band, 0)}" for band in bands]
+        lines.append(f"| {source} | " + " | ".join(cells) + " |")
+    counts = sorted(len(p.tests) for p in problems)
+    if counts:
+        lines += ["", f"In the corpus: {sum(counts)} tests, median {counts[len(counts) // 2]} per problem, "
+                  f"{sum(c < 5 for c in counts)} problems with fewer than 5."]
+    return lines + [""]
+
+
+def dates_section(problems: list[Problem], config: PipelineConfig) -> list[str]:
+    """Dated problems per source and year, where their dates came from, and the cutoff."""
+    lines = ["## Dates", ""]
+    dates = sorted(p.date for p in problems if p.date)
+    cutoff = config.difficulty.date_cutoff
+    if not dates:
+        lines += ["No problem carries a date."]
+    else:
+        origins = Counter(p.metadata.get("date_from", "source") for p in problems if p.date)
+        lines += [f"{len(dates)} dated problems, from {dates[0]} to {dates[-1]}; {len(problems) - len(dates)} undated. "
+                  "Where the dates came from: " + ", ".join(f"{k} {v}" for k, v in sorted(origins.items())) + ".", ""]
+        years = sorted({d[:4] for d in dates})
+        by_source: dict[str, Counter[str]] = defaultdict(Counter)
+        for problem in problems:
+            by_source[problem.metadata.get("pipeline_source", problem.source)][problem.date[:4] if problem.date else "undated"] += 1
+        lines += ["| source | " + " | ".join(years) + " | undated |", "|---|" + "---:|" * (len(years) + 1)]
+        for source, counts in by_source.items():
+            lines.append(f"| {source} | " + " | ".join(str(counts[y]) for y in years) + f" | {counts['undated']} |")
+    lines += ["", f"Date cutoff: {cutoff or 'none'}"
+              + (f" (undated problems {'kept' if config.difficulty.keep_undated else 'removed'})." if cutoff else "."), ""]
+    return lines
 
 
 def time_limit_bucket(limit: float | None, floor_s: float, cap_s: float) -> str:

@@ -1,6 +1,10 @@
 """Stage 5, difficulty: source labels, an optional model pass rate, and two filters.
 
-- The source's own label (`difficulty`: LeetCode's Easy/Medium/Hard, ...) is kept as is.
+- The source's own label is normalised to `easy` / `medium` / `hard` (`normalised_label`:
+  LeetCode's and LiveCodeBench's Easy/Medium/Hard, LeetCodeDataset's typo "Meidum" as
+  medium, APPS's introductory/interview/competition); `metadata.difficulty_label` keeps
+  the raw label and its scale. A label on no known scale leaves `difficulty` empty and
+  is kept there with scale "unknown".
 - With `estimate_pass_rate`, the model answers each problem `samples_per_problem`
   times (chat prompt from `render_prompt`, sampling from `policy.generation`, the
   vLLM backend when a GPU and vLLM are present) and the evaluator judges every answer;
@@ -16,11 +20,40 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from microcoder.data.config import PipelineConfig
 from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.problems import Problem
+
+
+LABEL_SCALES: dict[str, dict[str, str]] = {
+    "easy/medium/hard": {"easy": "easy", "medium": "medium", "meidum": "medium", "hard": "hard"},
+    "apps": {"introductory": "easy", "interview": "medium", "competition": "hard"},
+}
+"""Raw labels (casefolded) -> easy/medium/hard, per scale. "meidum" is LeetCodeDataset
+v0.2.0-test's spelling of Medium (21 problems). APPS's levels are its own (introductory:
+one-liners to simple loops; interview: LeetCode-medium-like; competition: contest problems)."""
+
+
+def normalised_label(raw: str) -> tuple[str | None, str]:
+    """(easy/medium/hard or None, the scale it was read on, or "unknown"). Pure."""
+    key = raw.strip().casefold()
+    for scale, labels in LABEL_SCALES.items():
+        if key in labels:
+            return labels[key], scale
+    return None, "unknown"
+
+
+def normalise_difficulty(problem: Problem) -> None:
+    """Set `difficulty` to easy/medium/hard, the raw label and its scale in metadata
+    (once: a label already normalised keeps its recorded raw label)."""
+    if problem.difficulty is None or "difficulty_label" in problem.metadata:
+        return
+    label, scale = normalised_label(problem.difficulty)
+    problem.metadata["difficulty_label"] = {"raw": problem.difficulty, "scale": scale}
+    problem.difficulty = label
 
 
 def passes_band(rate: float, band: list[float]) -> str | None:
@@ -37,6 +70,12 @@ def filter_by_difficulty(problems: list[Problem], config: PipelineConfig, contex
     settings = config.difficulty
     if len(settings.pass_rate_band) != 2 or settings.pass_rate_band[0] > settings.pass_rate_band[1]:
         raise ValueError(f"difficulty.pass_rate_band must be [low, high], got {settings.pass_rate_band}")
+    # YAML reads an unquoted 2024-08-01 as a date: compare its text.
+    cutoff = None if settings.date_cutoff is None else str(settings.date_cutoff)
+    if cutoff is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", cutoff):
+        raise ValueError(f"difficulty.date_cutoff must be YYYY-MM-DD or null, got {settings.date_cutoff!r}")
+    for problem in problems:
+        normalise_difficulty(problem)
     if settings.estimate_pass_rate:
         _estimate_pass_rates(problems, config, context)
     kept: list[Problem] = []
@@ -47,12 +86,12 @@ def filter_by_difficulty(problems: list[Problem], config: PipelineConfig, contex
         if verdict is not None:
             removals.append(Removal(problem.id, problem.source, "difficulty", verdict,
                                     f"pass rate {rate:.2f} outside {settings.pass_rate_band}"))
-        elif settings.date_cutoff and problem.date and problem.date < settings.date_cutoff:
+        elif cutoff and problem.date and problem.date < cutoff:
             removals.append(Removal(problem.id, problem.source, "difficulty", "before date cutoff",
-                                    f"{problem.date} < {settings.date_cutoff}"))
-        elif settings.date_cutoff and not problem.date and not settings.keep_undated:
+                                    f"{problem.date} < {cutoff}"))
+        elif cutoff and not problem.date and not settings.keep_undated:
             removals.append(Removal(problem.id, problem.source, "difficulty", "undated",
-                                    f"no date; cutoff {settings.date_cutoff}"))
+                                    f"no date; cutoff {cutoff}"))
         else:
             kept.append(problem)
     return StageOutput(kept, removals)

@@ -25,7 +25,8 @@ def arrow_schema():
     import pyarrow as pa
 
     checker = pa.struct([("float_tolerance", pa.float64()), ("case_insensitive", pa.bool_()),
-                         ("unordered_lines", pa.bool_()), ("python", pa.string())])
+                         ("unordered_lines", pa.bool_()), ("unordered_levels", pa.list_(pa.int64())),
+                         ("python", pa.string())])
     return pa.schema([
         ("id", pa.string()), ("prompt", pa.string()), ("kind", pa.string()), ("entry_point", pa.string()),
         ("starter_code", pa.string()), ("prelude", pa.string()),

@@ -18,6 +18,7 @@ stay unique; duplicates are the dedup stage's business.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,10 @@ def parse_hf_spec(spec: str) -> tuple[str, str | None]:
 
 def _source_fingerprint(config: PipelineConfig, source: SourceConfig) -> str:
     """Hash of a source's settings and content (file bytes, data files, saved dataset files)."""
-    parts: list[Any] = [source.path, source.format, source.licence, source.name]
+    parts: list[Any] = [source.path, source.format, source.licence, source.name, source.dates]
+    if source.dates:
+        table = config.resolve(source.dates)
+        parts.append(file_hash(table) if table.is_file() else f"missing:{table}")
     paths: list[Path] = []
     if source.path.startswith("hf:"):
         name, _ = parse_hf_spec(source.path)
@@ -151,14 +155,53 @@ def load_source(config: PipelineConfig, source: SourceConfig, context: StageCont
             problems, rejects = _load_file(path, source, context)
     except Exception as error:  # noqa: BLE001 - one bad source must not stop the build
         return [], [Reject(display, 0, "(source)", "unreadable source", f"{type(error).__name__}: {error}", None)]
+    if source.dates:
+        try:
+            table = read_date_table(config.resolve(source.dates))
+        except (OSError, ValueError) as error:
+            return [], [Reject(source.dates, 0, "(dates)", "unreadable date table", f"{type(error).__name__}: {error}", None)]
+        for problem in problems:
+            found = table.get(str(problem.metadata.get("original_id")))
+            if problem.date is None and found is not None:
+                problem.date = found
+                problem.metadata["date_from"] = f"date table {Path(source.dates).name}"
     for problem in problems:
         metadata = problem.metadata
+        if problem.date is not None:
+            metadata.setdefault("date_from", "source")
         metadata["pipeline_source"] = name
         metadata["source_path"] = display
         metadata.setdefault("licence", source.licence or licence_of(problem.source))
         if source.path.startswith("hf:"):
             metadata["source_file"] = display
     return problems, rejects
+
+
+def read_date_table(path: Path) -> dict[str, str]:
+    """A user's table of publication dates: JSON {"slug": "YYYY-MM-DD"} or CSV lines
+    `slug,YYYY-MM-DD` (a header line without a date is skipped). A malformed entry raises
+    ValueError naming the file and line."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        entries = json.loads(text)
+        if not isinstance(entries, dict):
+            raise ValueError(f"{path}: expected a JSON object of slug -> date")
+        rows = [(key, value, f"key {key!r}") for key, value in entries.items()]
+    else:
+        rows = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            slug, _, date = line.partition(",")
+            rows.append((slug.strip(), date.strip(), f"line {number}"))
+        if rows and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(rows[0][1])):
+            rows = rows[1:]  # a header
+    table = {}
+    for slug, date, where in rows:
+        if not isinstance(date, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) or not slug:
+            raise ValueError(f"{path}: {where}: expected a slug and a YYYY-MM-DD date, got {slug!r}: {date!r}")
+        table[slug] = date
+    return table
 
 
 def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple[list[Problem], list[Reject]]:

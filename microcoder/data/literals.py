@@ -200,6 +200,28 @@ def matches_annotation(value: Any, annotation: str | None) -> bool:
     return isinstance(value, types)
 
 
+_LIST_OF = re.compile(r"(?:List|list)\s*\[\s*(.*)\]")
+
+
+def floats_as_annotated(value: Any, annotation: str | None) -> Any:
+    """`value` with its ints written as floats where the annotation says float (`float`,
+    `Optional[float]`, `List[float]`, `List[List[float]]` ...): the answer 2 of a function
+    returning float is 2.0, so that the judge's tolerance for expected floats applies to it
+    (an expected int is met only by an exactly equal float). Ints beyond 2**53 stay ints,
+    as a float would round them."""
+    if annotation is None:
+        return value
+    annotation = annotation.strip()
+    if annotation in ("float", "Optional[float]"):
+        if type(value) is int and abs(value) <= 2**53:
+            return float(value)
+        return value
+    inner = _LIST_OF.fullmatch(annotation)
+    if inner and isinstance(value, list):
+        return [floats_as_annotated(item, inner.group(1)) for item in value]
+    return value
+
+
 # LeetCode's serialisations of linked lists and binary trees, as plain lists; used to
 # normalise expected outputs the same way the adapter prelude serialises results.
 def canonical_tree_values(values: list[Any] | None) -> list[Any]:

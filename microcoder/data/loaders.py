@@ -30,6 +30,7 @@ from microcoder.data.literals import (
     canonical_tree_values,
     dumps,
     find_signature,
+    floats_as_annotated,
     keyword_arguments,
     literal,
     matches_annotation,
@@ -127,16 +128,22 @@ def load_problems(
                 results.append(error)
 
     problems: list[Problem] = []
-    seen: set[str] = set()
+    first_row: dict[str, Row] = {}
     for item, result in zip(good_rows, results):
-        if isinstance(result, Problem) and result.id in seen:
-            result = RowRejected(item.path, item.row, "id", f"duplicate id {result.id!r}", "duplicate id")
+        if isinstance(result, Problem) and result.id in first_row:
+            first = first_row[result.id]
+            if first.record == item.record:  # e.g. APPS150 repeats 22 rows whole
+                result = RowRejected(item.path, item.row, "(row)", f"repeats row {first.row} exactly (id {result.id!r})",
+                                     "duplicate row")
+            else:
+                result = RowRejected(item.path, item.row, "id", f"duplicate id {result.id!r} (first at row {first.row}, "
+                                     "with other content)", "duplicate id")
         if isinstance(result, RowRejected):
             rejects.append(
                 Reject(result.path, result.row, result.field, result.reason, result.message, _guess_id(item))
             )
         else:
-            seen.add(result.id)
+            first_row[result.id] = item
             problems.append(result)
     rejects.sort(key=lambda reject: reject.row)
     return problems, rejects
@@ -290,7 +297,7 @@ def _call_test(item: Row, signature: Signature, arguments: list[Any], expected: 
         item.drop(misfit)
         return None
     try:
-        return TestCase(input=call_input(arguments), output=dumps(expected))
+        return TestCase(input=call_input(arguments), output=dumps(floats_as_annotated(expected, signature.returns)))
     except NotRepresentable as error:
         item.drop(f"not JSON-representable: {error}")
         return None

@@ -48,7 +48,7 @@ from microcoder.data.stages import (
 )
 from microcoder.problems import Problem
 
-PIPELINE_VERSION = 4
+PIPELINE_VERSION = 5
 """Part of every stage's config hash: bump when a stage's behaviour changes."""
 
 

@@ -289,8 +289,15 @@ def isolate_filesystem(hidden, site_paths):
     return read_only
 
 
+SET_TAG = "\x00set"
+"""A returned set or frozenset travels as {SET_TAG: [items]}, so that the judge can tell it
+from a list (Python: {1, 2} != [1, 2]). A dict key that starts with NUL gets one more NUL
+in front, so that no dict the program returns reads as a set. compare.py undoes both."""
+
+
 def to_jsonable(value, depth=0):
-    """The child's return value as plain JSON data; tuples and sets become lists."""
+    """The child's return value as plain JSON data: tuples become lists, sets are tagged
+    (SET_TAG), dict keys become strings."""
     if depth > 200:
         raise ValueError("return value nested too deeply")
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -299,13 +306,18 @@ def to_jsonable(value, depth=0):
         return [to_jsonable(item, depth + 1) for item in value]
     if isinstance(value, (set, frozenset)):
         items = [to_jsonable(item, depth + 1) for item in value]
-        try:
-            return sorted(items)
+        try:  # sorted only so that the same set always reads the same in a reason
+            items.sort()
         except TypeError:
-            return sorted(items, key=repr)
+            items.sort(key=repr)
+        return {SET_TAG: items}
     if isinstance(value, dict):
-        return {str(key): to_jsonable(item, depth + 1) for key, item in value.items()}
+        return {_escaped_key(str(key)): to_jsonable(item, depth + 1) for key, item in value.items()}
     raise TypeError(f"cannot serialise a {type(value).__name__}")
+
+
+def _escaped_key(key):
+    return "\x00" + key if key.startswith("\x00") else key
 
 
 def resolve_entry_point(namespace, entry_point):

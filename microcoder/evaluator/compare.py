@@ -3,8 +3,9 @@
 Two entry points, one per problem kind:
 
 - `judge_stdout(expected, got, checker, mode)` for `stdin` problems (text written to stdout);
-- `judge_call(expected_json, got, mode)` for `call` problems (a function's return value,
-  already decoded from JSON by the sandbox, so only None/bool/int/float/str/list/dict occur).
+- `judge_call(expected_json, got, mode, checker)` for `call` problems (a function's return
+  value as the sandbox sends it: decoded JSON, so None/bool/int/float/str/list/dict, with
+  returned sets tagged; Python sets and tuples passed directly are read as they are).
 
 Both return `(accepted, reason)`; `reason` is "" when accepted, else one short line saying
 where the first difference is. Both take `mode`:
@@ -36,11 +37,24 @@ Decisions (each also where it is implemented):
 - Unordered lines pair identical lines, then lines sorted by value, then search the rest
   (at most MAX_UNPAIRED_LINES_SEARCHED lines): exact for exact tokens, bounded in time,
   and any error with tolerances is a rejection (see `_judge_unordered_lines`).
-- Call problems: bool equals only bool (True is not 1), because a function that should
-  return a bool and returns 1 has the wrong type, which a typed language would reject.
-  A float on either side of a number compares within CALL_FLOAT_TOLERANCE; inf matches
-  only the same inf, nan only an expected nan; ints compare exactly. Tuples count as lists
-  at any depth (strict mode, like LiveCodeBench, converts only a top-level tuple).
+- Call problems, robust mode: values compare as Python's == would, except that a bool
+  is not a number, expected floats have a tolerance, and tuples are lists. bool equals
+  only bool (True is not 1): a function that should return a bool and returns 1 has the
+  wrong type, which a typed judge would reject. An expected int meets a returned float
+  only as Python's == does, exactly (6.0 for 6, never n! computed as math.gamma(n + 1),
+  which from 23! is not the integer), unless the problem's `checker.float_tolerance`
+  allows a float within it. Where the expected value is a float, a returned int or float
+  compares within the checker's `float_tolerance`, else CALL_FLOAT_TOLERANCE. inf
+  matches only the same inf, nan only an expected nan; ints compare exactly. Tuples count
+  as lists at any depth (JSON, the format of expected values, has only lists). A
+  returned set or frozenset is never a list ({1, 2} != [1, 2]); the sandbox tags it
+  (SET_TAG) so that it arrives as a set. Dict keys arrive as strings.
+- A list may be declared unordered (`checker.unordered_levels`): at those nesting levels
+  the lists compare as multisets (see `_unordered_list_difference`).
+- Strict call mode compares with Python == as LiveCodeBench does: True == 1, 2.0 == 2,
+  0.1 + 0.2 != 0.3, {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a list, but the
+  sandbox sends every tuple as a list, so on the evaluator's path a nested tuple is a list
+  in strict mode too.
 """
 
 from __future__ import annotations
@@ -50,6 +64,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from microcoder.problems import Checker
@@ -61,7 +76,16 @@ DEFAULT_FLOAT_TOLERANCE = 1e-6
 (Codeforces' usual "absolute or relative error does not exceed 1e-6")."""
 
 CALL_FLOAT_TOLERANCE = 1e-5
-"""Absolute-or-relative tolerance for a float on either side of a call-problem comparison."""
+"""Absolute-or-relative tolerance for an expected float in a call problem whose checker sets
+none (LeetCode's "answers within 10^-5 of the actual answer are accepted")."""
+
+SET_TAG = "\x00set"
+"""How the sandbox worker (`_zygote.to_jsonable`) sends a returned set: {SET_TAG: [items]};
+a dict key starting with NUL is sent with one more NUL in front. Must equal its SET_TAG."""
+
+MAX_UNPAIRED_ITEMS_SEARCHED = 1000
+"""In an unordered list, the most items left unpaired after sorting that are searched one
+by one (O(n^2) comparisons); more are a rejection."""
 
 MAX_UNPAIRED_LINES_SEARCHED = 1000
 """With unordered lines, the most lines left unpaired after sorting that are searched one
@@ -105,30 +129,37 @@ def judge_stdout(
     return _judge_token_stream(expected, got, checker, tolerance)
 
 
-def judge_call(expected_json: str, got: object, mode: str = "robust") -> tuple[bool, str]:
+def judge_call(
+    expected_json: str, got: object, mode: str = "robust", checker: Checker | None = None
+) -> tuple[bool, str]:
     """Judge a `call` problem's return value.
 
     Args:
         expected_json: the test's expected output, one JSON value.
-        got: the candidate's return value, already decoded from JSON (tuples became lists,
-            dict keys are strings, floats may be inf or nan).
+        got: the candidate's return value as the sandbox sends it, decoded from JSON
+            (tuples became lists, dict keys strings, a set {SET_TAG: [items]}; floats may
+            be inf or nan). A Python set, frozenset or tuple is also read as itself.
         mode: "robust" or "strict" (see the module docstring).
+        checker: the problem's checker; robust mode applies `float_tolerance` and
+            `unordered_levels`, strict mode ignores it, as LiveCodeBench has no checkers.
 
     Returns:
         (accepted, reason), reason "" when accepted.
 
     Raises:
         ValueError: `expected_json` is not JSON (a broken problem, not a wrong answer),
-            or `mode` is not one of JUDGE_MODES.
+            the checker's float_tolerance is unusable, or `mode` is not one of JUDGE_MODES.
     """
     _check_mode(mode)
     try:
         expected = json.loads(expected_json)
     except (json.JSONDecodeError, TypeError) as error:
         raise ValueError(f"expected output is not JSON: {error}: {_shown(expected_json)}") from None
+    got = _from_wire(got)
     if mode == "strict":
         return _judge_call_like_livecodebench(expected, got)
-    reason = _first_value_difference(expected, got, path="")
+    rules = _CallRules.of(checker or Checker())
+    reason = _first_value_difference(expected, got, "", 0, rules)
     return (reason is None, reason or "")
 
 
@@ -369,9 +400,51 @@ def _judge_stdout_like_livecodebench(expected: str, got: str) -> tuple[bool, str
 # Robust call: structural equality over JSON values.
 
 
+@dataclass(frozen=True)
+class _CallRules:
+    """What a call problem's checker changes in the comparison (see the module docstring)."""
+
+    float_tolerance: float
+    """Tolerance for an expected float."""
+    float_for_int: bool
+    """Whether a float may stand for an expected int (within float_tolerance)."""
+    unordered_levels: frozenset[int]
+
+    @classmethod
+    def of(cls, checker: Checker) -> _CallRules:
+        if checker.float_tolerance is None:
+            return cls(CALL_FLOAT_TOLERANCE, False, frozenset(checker.unordered_levels))
+        return cls(_stdout_tolerance(checker), True, frozenset(checker.unordered_levels))
+
+
+def _from_wire(value: object) -> object:
+    """The return value with the sandbox's encoding undone: {SET_TAG: items} becomes a
+    frozenset, and a dict key's extra leading NUL is dropped (see `_zygote.to_jsonable`)."""
+    if type(value) is list:
+        return [_from_wire(item) for item in value]
+    if type(value) is dict:
+        if len(value) == 1 and SET_TAG in value and type(value[SET_TAG]) is list:
+            return _as_set([_from_wire(item) for item in value[SET_TAG]])
+        return {(key[1:] if key.startswith("\x00") else key): _from_wire(item) for key, item in value.items()}
+    return value
+
+
+def _as_set(items: list[object]) -> frozenset:
+    # A set's items were hashable, so its lists were tuples; turn them back. (An item that
+    # still is not hashable came from an odd class; a set is never an expected value, so
+    # only the reason would show its repr.)
+    def hashable(item: object) -> object:
+        return tuple(hashable(part) for part in item) if type(item) is list else item
+
+    try:
+        return frozenset(hashable(item) for item in items)
+    except TypeError:
+        return frozenset(repr(item) for item in items)
+
+
 def _json_type_name(value: object) -> str:
     names = {type(None): "null", bool: "bool", int: "int", float: "float", str: "string",
-             list: "list", tuple: "list", dict: "object"}
+             list: "list", tuple: "list", dict: "object", set: "set", frozenset: "set"}
     return names.get(type(value), f"unsupported {type(value).__name__}")
 
 
@@ -380,10 +453,13 @@ def _is_number(value: object) -> bool:
     return type(value) is int or type(value) is float
 
 
-def _numbers_difference(expected: int | float, got: int | float) -> str | None:
-    """Why two numbers differ, or None if they match (see judge_call's rules)."""
+def _numbers_difference(expected: int | float, got: int | float, rules: _CallRules) -> str | None:
+    """Why two numbers differ, or None if they match (see the module docstring)."""
     if type(expected) is int and type(got) is int:
         return None if expected == got else "differs"
+    if type(expected) is int and not rules.float_for_int:
+        # Python's ==, exact: 6.0 == 6, but math.gamma(24) != 23! (it is 6815744 short).
+        return None if expected == got else "an int is expected: a float must equal it exactly"
     try:
         expected_float, got_float = float(expected), float(got)
     except OverflowError:
@@ -393,19 +469,20 @@ def _numbers_difference(expected: int | float, got: int | float) -> str | None:
         return None if math.isnan(expected_float) and math.isnan(got_float) else "differs"
     if math.isinf(expected_float) or math.isinf(got_float):
         return None if expected_float == got_float else "differs"
-    if _within_tolerance(expected_float, got_float, CALL_FLOAT_TOLERANCE):
+    if _within_tolerance(expected_float, got_float, rules.float_tolerance):
         return None
-    return f"differs by more than {CALL_FLOAT_TOLERANCE:g}"
+    return f"differs by more than {rules.float_tolerance:g}"
 
 
-def _first_value_difference(expected: object, got: object, path: str) -> str | None:
+def _first_value_difference(expected: object, got: object, path: str, level: int, rules: _CallRules) -> str | None:
     """Where and how `got` first differs from `expected`, or None if they match.
 
-    `path` locates the value, e.g. "[2]['key']"; "" is the whole return value.
+    `path` locates the value, e.g. "[2]['key']"; "" is the whole return value. `level` is
+    the number of lists and dicts around it (0 for the return value).
     """
     where = f"at {path}: " if path else ""
     if _is_number(expected) and _is_number(got):
-        how = _numbers_difference(expected, got)
+        how = _numbers_difference(expected, got, rules)
         if how is None:
             return None
         return f"{where}expected {_shown(expected)}, got {_shown(got)} ({how})"
@@ -417,8 +494,10 @@ def _first_value_difference(expected: object, got: object, path: str) -> str | N
     if expected_type == "list":
         if len(expected) != len(got):
             return f"{where}expected a list of {len(expected)} items, got {len(got)}"
+        if level in rules.unordered_levels:
+            return _unordered_list_difference(expected, got, path, level, rules)
         for index, (expected_item, got_item) in enumerate(zip(expected, got)):
-            difference = _first_value_difference(expected_item, got_item, f"{path}[{index}]")
+            difference = _first_value_difference(expected_item, got_item, f"{path}[{index}]", level + 1, rules)
             if difference is not None:
                 return difference
         return None
@@ -431,7 +510,7 @@ def _first_value_difference(expected: object, got: object, path: str) -> str | N
         if extra:
             return f"{where}unexpected key {_shown(extra[0])}"
         for key, expected_item in expected.items():
-            difference = _first_value_difference(expected_item, got[key], f"{path}[{key!r}]")
+            difference = _first_value_difference(expected_item, got[key], f"{path}[{key!r}]", level + 1, rules)
             if difference is not None:
                 return difference
         return None
@@ -443,6 +522,65 @@ def _first_value_difference(expected: object, got: object, path: str) -> str | N
 
     # Both sides of a type no JSON value has (only possible if `expected` were not JSON).
     return f"{where}cannot compare {expected_type} values"
+
+
+def _unordered_list_difference(
+    expected: list | tuple, got: list | tuple, path: str, level: int, rules: _CallRules
+) -> str | None:
+    """Compare two lists of equal length as multisets, each pair of items by the rules.
+
+    As `_judge_unordered_lines` pairs lines: both lists are sorted by `_order_key` (inner
+    unordered levels sorted too) and paired position by position where the items match;
+    the items left are searched greedily, each expected item taking the first unused
+    returned item it matches (at most MAX_UNPAIRED_ITEMS_SEARCHED). For exact values the
+    result is exact; with tolerances an error goes towards rejection.
+    """
+    where = f"at {path}: " if path else ""
+
+    def key(item: object) -> tuple:
+        return _order_key(item, level + 1, rules.unordered_levels)
+
+    def matches(expected_item: object, got_item: object) -> bool:
+        return _first_value_difference(expected_item, got_item, path, level + 1, rules) is None
+
+    pairs = zip(sorted(expected, key=key), sorted(got, key=key))
+    unpaired = [(e, g) for e, g in pairs if not matches(e, g)]
+    if not unpaired:
+        return None
+    if len(unpaired) > MAX_UNPAIRED_ITEMS_SEARCHED:
+        return (f"{where}{len(unpaired)} items unpaired after sorting (over {MAX_UNPAIRED_ITEMS_SEARCHED}, "
+                f"not searched), e.g. expected {_shown(unpaired[0][0])} (any order)")
+    got_left = [g for _, g in unpaired]
+    for expected_item, _ in unpaired:
+        index = next((i for i, got_item in enumerate(got_left) if matches(expected_item, got_item)), None)
+        if index is None:
+            return f"{where}expected item {_shown(expected_item)} matches no returned item (any order)"
+        del got_left[index]
+    return None
+
+
+def _order_key(value: object, level: int, unordered_levels: frozenset[int]) -> tuple:
+    """A sort key that orders any values totally: by kind, then by value, with the lists
+    at unordered levels inside `value` sorted first, so two orders of one multiset tie."""
+    kind = type(value)
+    if kind is bool:
+        return (1, value)
+    if kind is int or kind is float:
+        return (0, 1, 0) if value != value else (0, 0, value)  # nan after every number
+    if kind is str:
+        return (2, value)
+    if value is None:
+        return (3,)
+    if kind in (list, tuple):
+        keys = [_order_key(item, level + 1, unordered_levels) for item in value]
+        if level in unordered_levels:
+            keys.sort()
+        return (4, tuple(keys))
+    if kind is dict:
+        return (5, tuple(sorted((key, _order_key(item, level + 1, unordered_levels)) for key, item in value.items())))
+    if kind in (set, frozenset):
+        return (6, tuple(sorted(repr(item) for item in value)))
+    return (7, repr(value))
 
 
 # ---------------------------------------------------------------------------------------

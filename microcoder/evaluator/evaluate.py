@@ -442,7 +442,7 @@ class Evaluator:
             except (ValueError, RecursionError) as error:
                 return False, f"the return value did not come back as JSON: {str(error)[:200]}"
             try:
-                return judge_call(test.output, got, self.config.mode)
+                return judge_call(test.output, got, self.config.mode, problem.checker)
             except RecursionError:
                 return False, "the return value is nested too deeply to compare"
         got = run.stdout.decode("utf-8", "replace")
