@@ -19,6 +19,9 @@ Options:
 - `compile`: static cache with the forward compiled by torch.compile (what transformers
   does when the cache is static and `compile_config` is given); the first call, which
   compiles, is reported apart.
+- `shared_prefill`: with `--group G` (the batch is each prompt G times, as a rollout
+  lays out a group), the prompts' KV cache computed once per distinct prompt and
+  repeated G times, then `generate` continues from it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,25 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
-OPTIONS = ("baseline", "eager", "sdpa", "static", "compile")
+OPTIONS = ("baseline", "eager", "sdpa", "static", "compile", "shared_prefill")
+
+
+def shared_prefill_generate(model, input_ids, attention_mask, group: int, **kwargs):
+    """`model.generate` of rows that come in runs of `group` equal prompts, each distinct
+    prompt's cache (all but its last token) computed once and repeated."""
+    import torch
+    from transformers import DynamicCache
+
+    unique_ids, unique_mask = input_ids[::group], attention_mask[::group]
+    if not torch.equal(unique_ids.repeat_interleave(group, 0), input_ids):
+        raise ValueError("rows are not runs of equal prompts")
+    positions = (unique_mask.long().cumsum(-1) - 1).clamp(min=0)  # as generate numbers left-padded rows
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=unique_ids[:, :-1], attention_mask=unique_mask[:, :-1], position_ids=positions[:, :-1],
+              past_key_values=cache, use_cache=True)
+    cache.batch_repeat_interleave(group)
+    return model.generate(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
 
 
 def generate_kwargs(option: str) -> dict:
@@ -45,7 +66,9 @@ def generate_kwargs(option: str) -> dict:
     if option == "compile":
         from transformers import CompileConfig
 
-        return {"cache_implementation": "static", "compile_config": CompileConfig(fullgraph=False)}
+        compile_config = CompileConfig(fullgraph=False)
+        compile_config._compile_all_devices = True  # transformers compiles on GPUs only unless told
+        return {"cache_implementation": "static", "compile_config": compile_config}
     return {}
 
 
@@ -56,11 +79,12 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3, help="calls per option (after one warm-up call each)")
     parser.add_argument("--options", default=",".join(OPTIONS), help=f"comma-separated, of {', '.join(OPTIONS)}")
+    parser.add_argument("--group", type=int, default=1, help="each prompt this many times in the batch (a rollout's G)")
     parser.add_argument("--smoke", action="store_true", help="tiny random model, 4 prompts x 8 tokens, 1 round")
     args = parser.parse_args()
     if args.smoke:
-        args.model, args.prompts, args.max_new_tokens, args.rounds = "tiny", 4, 8, 1
-        args.options = "baseline,eager,sdpa,static"
+        args.model, args.prompts, args.max_new_tokens, args.rounds, args.group = "tiny", 4, 8, 1, 2
+        args.options = "baseline,eager,sdpa,static,shared_prefill"
     options = args.options.split(",")
     if set(options) - set(OPTIONS) or "baseline" not in options:
         parser.error(f"--options: of {', '.join(OPTIONS)}, baseline included")
@@ -84,7 +108,8 @@ def main() -> None:
             if option in ("eager", "sdpa"):
                 model.set_attn_implementation(option)
             models[option] = model.eval()
-    problems = default_problems()[0][: args.prompts]
+    problems = [problem for problem in default_problems()[0][: args.prompts // args.group]
+                for _ in range(args.group)]
     tokenizer.padding_side = "left"
     encoded = tokenizer([render_prompt(problem, tokenizer) for problem in problems], return_tensors="pt",
                         padding=True, add_special_tokens=False)
@@ -96,10 +121,14 @@ def main() -> None:
 
     def call(option):
         start, cpu = time.perf_counter(), time.process_time()
+        settings = dict(max_new_tokens=args.max_new_tokens, do_sample=False, temperature=None, top_p=None,
+                        top_k=None, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
         with torch.no_grad():
-            output = models[option].generate(**encoded, max_new_tokens=args.max_new_tokens, do_sample=False,
-                                             temperature=None, top_p=None, top_k=None, eos_token_id=eos,
-                                             pad_token_id=tokenizer.pad_token_id, **generate_kwargs(option))
+            if option == "shared_prefill":
+                output = shared_prefill_generate(models[option], encoded["input_ids"], encoded["attention_mask"],
+                                                 args.group, **settings)
+            else:
+                output = models[option].generate(**encoded, **settings, **generate_kwargs(option))
         return output, time.perf_counter() - start, time.process_time() - cpu
 
     tokens, first, wall, cpu = {}, {}, {o: [] for o in options}, {o: [] for o in options}
@@ -114,11 +143,11 @@ def main() -> None:
             if not same:
                 print(f"{option}: a later call changed the tokens", flush=True)
     base_wall, base_cpu = statistics.median(wall["baseline"]), statistics.median(cpu["baseline"])
-    print(f"\n{'option':<10}{'first call s':>13}{'wall s':>9}{'CPU s':>9}{'CPU / baseline':>16}{'same tokens':>13}")
+    print(f"\n{'option':<16}{'first call s':>13}{'wall s':>9}{'CPU s':>9}{'CPU / baseline':>16}{'same tokens':>13}")
     for option in options:
         reference = tokens["baseline"]
         same = tokens[option].shape == reference.shape and torch.equal(tokens[option], reference)
-        print(f"{option:<10}{first[option]:>13.2f}{statistics.median(wall[option]):>9.2f}"
+        print(f"{option:<16}{first[option]:>13.2f}{statistics.median(wall[option]):>9.2f}"
               f"{statistics.median(cpu[option]):>9.2f}{statistics.median(cpu[option]) / base_cpu:>16.3f}"
               f"{str(same):>13}", flush=True)
     print(f"(baseline median: {base_wall:.2f} s wall, {base_cpu:.2f} s CPU per call)")
