@@ -21,7 +21,8 @@ Options:
   compiles, is reported apart.
 - `shared_prefill`: with `--group G` (the batch is each prompt G times, as a rollout
   lays out a group), the prompts' KV cache computed once per distinct prompt and
-  repeated G times, then `generate` continues from it.
+  repeated G times, then `generate` continues from it
+  (`microcoder.policy.generation.shared_prefill_generate`).
 """
 
 from __future__ import annotations
@@ -40,24 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
 OPTIONS = ("baseline", "eager", "sdpa", "static", "compile", "shared_prefill")
-
-
-def shared_prefill_generate(model, input_ids, attention_mask, group: int, **kwargs):
-    """`model.generate` of rows that come in runs of `group` equal prompts, each distinct
-    prompt's cache (all but its last token) computed once and repeated."""
-    import torch
-    from transformers import DynamicCache
-
-    unique_ids, unique_mask = input_ids[::group], attention_mask[::group]
-    if not torch.equal(unique_ids.repeat_interleave(group, 0), input_ids):
-        raise ValueError("rows are not runs of equal prompts")
-    positions = (unique_mask.long().cumsum(-1) - 1).clamp(min=0)  # as generate numbers left-padded rows
-    cache = DynamicCache(config=model.config)
-    with torch.no_grad():
-        model(input_ids=unique_ids[:, :-1], attention_mask=unique_mask[:, :-1], position_ids=positions[:, :-1],
-              past_key_values=cache, use_cache=True)
-    cache.batch_repeat_interleave(group)
-    return model.generate(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
 
 
 def generate_kwargs(option: str) -> dict:
@@ -94,7 +77,7 @@ def main() -> None:
     import torch
     import transformers
 
-    from microcoder.policy.generation import eos_token_ids
+    from microcoder.policy.generation import eos_token_ids, shared_prefill_generate
     from microcoder.policy.model import load_model_and_tokenizer, save_tiny_model
     from microcoder.policy.prompts import render_prompt
     from microcoder.problem_sets import default_problems
@@ -125,8 +108,9 @@ def main() -> None:
                         top_k=None, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
         with torch.no_grad():
             if option == "shared_prefill":
-                output = shared_prefill_generate(models[option], encoded["input_ids"], encoded["attention_mask"],
-                                                 args.group, **settings)
+                model = models[option]
+                output = shared_prefill_generate(model.generate, model, encoded["input_ids"],
+                                                 encoded["attention_mask"], **settings)
             else:
                 output = models[option].generate(**encoded, **settings, **generate_kwargs(option))
         return output, time.perf_counter() - start, time.process_time() - cpu

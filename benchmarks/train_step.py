@@ -389,12 +389,11 @@ class PhaseProbe:
             self.current[name + " cpu"] = self.current.get(name + " cpu", 0.0) + cpu
 
         def generate(*args, **kwargs):
+            # the floor: the same call as plain generate (the trainer's may continue a prompt cache)
             if self.current is None:
                 return trainer_generate(*args, **kwargs)
             state = torch.get_rng_state()
-            start, cpu = time.perf_counter(), time.process_time()
             output = trainer_generate(*args, **kwargs)
-            add("sampling", time.perf_counter() - start, time.process_time() - cpu)
             if self.floors:
                 after = torch.get_rng_state()
                 torch.set_rng_state(state)
@@ -411,6 +410,17 @@ class PhaseProbe:
             return output
 
         model.generate = generate
+        single_turn = trainer._generate_single_turn
+
+        def sampling(*args, **kwargs):  # the trainer's sampling, whatever it calls
+            floor = self.current.get("sampling floor", 0.0), self.current.get("sampling floor cpu", 0.0)
+            start, cpu = time.perf_counter(), time.process_time()
+            output = single_turn(*args, **kwargs)
+            add("sampling", time.perf_counter() - start - (self.current.get("sampling floor", 0.0) - floor[0]),
+                time.process_time() - cpu - (self.current.get("sampling floor cpu", 0.0) - floor[1]))
+            return output
+
+        trainer._generate_single_turn = sampling
         logps = trainer._get_per_token_logps_and_entropies
 
         def timed_logps(pass_model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs):

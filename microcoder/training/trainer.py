@@ -65,6 +65,7 @@ Departures from the paper (and from DAPO), all ours:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -318,15 +319,40 @@ class MicroCoderTrainer(GRPOTrainer):
             raise NotImplementedError("rollout_chunks > 1 samples text prompts with HF generate only")
         completion_ids: list[list[int]] = []
         logprobs = None
+        shared = (self.config.shared_prefill and self.model.training and not self.use_vllm and images is None
+                  and not multimodal_fields)
         for start, end in chunk_bounds(len(prompt_ids), chunks):
-            ids, logprobs = super()._generate_single_turn(prompt_ids[start:end], images, multimodal_fields,
-                                                          num_generations, has_tool_images)
+            with self.shared_prefill() if shared else contextlib.nullcontext():
+                ids, logprobs = super()._generate_single_turn(prompt_ids[start:end], images, multimodal_fields,
+                                                              num_generations, has_tool_images)
             completion_ids += ids
             # Decoded as TRL decodes them for the reward (prompts are plain text); only when
             # the reward judges early, since TRL decodes the whole batch again afterwards.
             if self.model.training and self.reward.overlap:
                 self.reward.judge_early(start, self.processing_class.batch_decode(ids, skip_special_tokens=True))
         return completion_ids, logprobs  # logprobs: vLLM's (one chunk), None from HF generate
+
+    @contextlib.contextmanager
+    def shared_prefill(self):
+        """Inside, the policy's `generate` computes a group's prompt cache once for its G rows
+        (`shared_prefill_generate`)."""
+        from microcoder.policy.generation import shared_prefill_generate
+
+        model = self.accelerator.unwrap_model(self.model)
+        own = model.__dict__.get("generate")  # an instance attribute (a probe's wrapper) to put back
+        inner = model.generate
+
+        def generate(input_ids, attention_mask, **kwargs):
+            return shared_prefill_generate(inner, model, input_ids, attention_mask, **kwargs)
+
+        model.generate = generate
+        try:
+            yield
+        finally:
+            if own is None:
+                del model.generate
+            else:
+                model.generate = own
 
     def sample_mixed_groups(self, output: dict, scored: ScoredBatch) -> tuple[dict, ScoredBatch, Sampling]:
         """DAPO's dynamic sampling: a batch of groups whose correctness differs, refilled.
