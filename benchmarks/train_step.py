@@ -587,6 +587,7 @@ def worker(args) -> None:
     problems, heldout = load_problems(args)
     with Evaluator(EvaluatorConfig(workers=2)) as evaluator, tempfile.TemporaryDirectory() as tmp:
         result = phase_run(args, problems, heldout, evaluator, Path(tmp) / "run", floors=False)
+    Path(args.worker).parent.mkdir(parents=True, exist_ok=True)
     Path(args.worker).write_text(json.dumps(result), encoding="utf-8")
 
 
@@ -628,6 +629,7 @@ def compare_phases(args, problems, evaluator, tmp: Path) -> None:
     import subprocess
 
     _, heldout = load_problems(args)
+    tmp.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[dict]] = {"new": [], "old": []}
     tree = old_tree(args.against, []) if args.against else None
     for round_index in range(args.rounds):
