@@ -223,7 +223,7 @@ def shared_prefill_generate(generate, model, input_ids: torch.Tensor, attention_
 
     rows = torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1)
     unique, counts = torch.unique_consecutive(rows, dim=0, return_counts=True)
-    if len(unique) == len(rows) or input_ids.size(1) < 2 or "past_key_values" in kwargs:
+    if len(unique) == len(rows) or input_ids.size(1) < 2 or "past_key_values" in kwargs or "cache" in kwargs:
         return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     width = input_ids.size(1)
     unique_ids, unique_mask = unique[:, :width], unique[:, width:].to(attention_mask.dtype)
@@ -231,9 +231,9 @@ def shared_prefill_generate(generate, model, input_ids: torch.Tensor, attention_
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
         model.model(input_ids=unique_ids[:, :-1], attention_mask=unique_mask[:, :-1],
-                    position_ids=positions[:, :-1], past_key_values=cache, use_cache=True)
+                    position_ids=positions[:, :-1], cache=cache, use_cache=True)
     cache.reorder_cache(torch.repeat_interleave(torch.arange(len(unique), device=input_ids.device), counts))
-    return generate(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
+    return generate(input_ids=input_ids, attention_mask=attention_mask, cache=cache, **kwargs)
 
 
 # --- vLLM (GPU only; not exercised by the CPU tests) ------------------------------------
