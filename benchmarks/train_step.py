@@ -1,11 +1,31 @@
 """Where a training step's time goes, and what our trainer costs beside plain TRL and plain HF.
 
     python benchmarks/train_step.py                          # tiny random-init model, every comparison
+    python benchmarks/train_step.py --smoke                  # tiny model, the phases only: seconds
     python benchmarks/train_step.py --model smollm2-135m-instruct --config configs/grpo.yaml \\
         --config configs/experiments/cpu-scale.yaml --problems config --steps 2 --rounds 1 \\
-        --compare generate,checkpointing max_new_tokens=64   # the CPU-scale experiments' step
+        --compare phases --against 0fe4f08 max_new_tokens=64   # the CPU-scale GRPO step, against that commit
 
 Comparisons (`--compare a,b`, all by default):
+
+- `phases`: one run of our trainer, and with `--against COMMIT` (or a checkout's path) the
+  same run of that commit's trainer in a subprocess (a git worktree of it on PYTHONPATH),
+  the runs alternating `--rounds` times. Per rollout step, the CPU seconds of this process
+  and the wall seconds of each phase: sampling (the trainer's `generate` calls), the old
+  and the reference log-prob passes (TRL's passes without gradients, told apart by the
+  model they run), the update (the step minus its rollout), the judging (`seconds_reward`,
+  wall only: it runs in the sandbox's processes; `seconds_reward_visible` is what the step
+  waited for it) and one held-out evaluation after the run (`--heldout` problems of the
+  config's held-out split, the config's decoding). Beside each, a floor measured in the
+  same run on the same tensors: for sampling, a plain `model.generate` of the same batch
+  (same random state: the same tokens); for each log-prob pass, one forward pass of the
+  same tokens (the base model, the LM head on the completion positions); for the update,
+  forward and backward of the trained layers only (the frozen layers' output computed
+  beforehand and not counted), one per micro-batch and epoch; for the held-out
+  evaluation, the same prompts through plain `model.generate`. Floors run between the
+  trainer's calls and are taken out of the step's times. The old commit's run measures
+  the phases without floors. The step's CPU ratio old / new is the headline: on a shared
+  machine wall time moves with the neighbours' load.
 
 - `trl`: seconds per rollout step, MicroCoderTrainer against plain TRL GRPOTrainer, same
   model (fresh copy from the same seed), prompts, batch mapping (`grpo_arguments`),
@@ -53,7 +73,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
-COMPARISONS = ("trl", "generate", "checkpointing", "overlap")
+COMPARISONS = ("trl", "generate", "checkpointing", "overlap", "phases")
 
 
 def tiny_add_problems(count: int):
@@ -186,8 +206,13 @@ def build(kind: str, args, problems, evaluator, workdir: Path, overrides: list[s
 
     from microcoder.evaluator import Sample
     from microcoder.training.config import grpo_arguments, load_config
-    from microcoder.policy.prompts import render_prompt
-    from microcoder.training.run import build_trainer, load_model
+
+    try:
+        from microcoder.policy.prompts import render_prompt
+        from microcoder.training.run import build_trainer, load_model
+    except ImportError:  # an older commit's layout (--against)
+        from microcoder.training.prompts import render_prompt
+        from microcoder.training.trainer import build_trainer, load_model
 
     config = load_config(args.config, [f"model={args.model}", f"total_steps={args.steps}", "save_every=0",
                                        "eval_every=0", f"run_dir={workdir}", *args.overrides, *overrides])
@@ -342,6 +367,330 @@ def compare_overlap(args, problems, evaluator, tmp: Path) -> None:
           f"same rewards: {rewards('true') == rewards('false')}\n", flush=True)
 
 
+PHASES = ("sampling", "old log-probs", "ref log-probs", "update", "judging", "judging (waited)", "held-out")
+
+
+class PhaseProbe:
+    """Per rollout step: CPU and wall seconds of sampling, the old and reference log-prob
+    passes and the rollout, and with `floors` the floors of each (see `phases` above).
+    Works on the trainer of an older commit too (TRL's method names)."""
+
+    def __init__(self, trainer, config, floors: bool):
+        import torch
+
+        self.trainer, self.config, self.floors = trainer, config, floors
+        self.steps: list[dict] = []
+        self.current: dict | None = None
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        trainer_generate = model.generate
+
+        def add(name, wall, cpu):
+            self.current[name] = self.current.get(name, 0.0) + wall
+            self.current[name + " cpu"] = self.current.get(name + " cpu", 0.0) + cpu
+
+        def generate(*args, **kwargs):
+            # the floor: the same call as plain generate (the trainer's may continue a prompt cache)
+            if self.current is None:
+                return trainer_generate(*args, **kwargs)
+            state = torch.get_rng_state()
+            output = trainer_generate(*args, **kwargs)
+            if self.floors:
+                after = torch.get_rng_state()
+                torch.set_rng_state(state)
+                config = kwargs["generation_config"]
+                start, cpu = time.perf_counter(), time.process_time()
+                with torch.no_grad():
+                    plain = trainer_generate(input_ids=kwargs["input_ids"], attention_mask=kwargs["attention_mask"],
+                                             do_sample=True, temperature=config.temperature, top_p=config.top_p,
+                                             top_k=0, max_new_tokens=config.max_new_tokens,
+                                             pad_token_id=config.pad_token_id, eos_token_id=config.eos_token_id)
+                add("sampling floor", time.perf_counter() - start, time.process_time() - cpu)
+                self.current["same tokens"] = self.current.get("same tokens", True) and bool(torch.equal(plain, output))
+                torch.set_rng_state(after)
+            return output
+
+        model.generate = generate
+        single_turn = trainer._generate_single_turn
+
+        def sampling(*args, **kwargs):  # the trainer's sampling, whatever it calls
+            floor = self.current.get("sampling floor", 0.0), self.current.get("sampling floor cpu", 0.0)
+            start, cpu = time.perf_counter(), time.process_time()
+            output = single_turn(*args, **kwargs)
+            add("sampling", time.perf_counter() - start - (self.current.get("sampling floor", 0.0) - floor[0]),
+                time.process_time() - cpu - (self.current.get("sampling floor cpu", 0.0) - floor[1]))
+            return output
+
+        trainer._generate_single_turn = sampling
+        logps = trainer._get_per_token_logps_and_entropies
+
+        def timed_logps(pass_model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs):
+            if self.current is None or torch.is_grad_enabled():  # the update's forward, or outside a rollout
+                return logps(pass_model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
+            name = "ref log-probs" if pass_model is trainer.ref_model else "old log-probs"
+            start, cpu = time.perf_counter(), time.process_time()
+            output = logps(pass_model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
+            add(name, time.perf_counter() - start, time.process_time() - cpu)
+            if self.floors:
+                start, cpu = time.perf_counter(), time.process_time()
+                self.forward_floor(trainer.accelerator.unwrap_model(pass_model), input_ids, attention_mask,
+                                   logits_to_keep, batch_size or input_ids.size(0))
+                add(name + " floor", time.perf_counter() - start, time.process_time() - cpu)
+            return output
+
+        trainer._get_per_token_logps_and_entropies = timed_logps
+        rollout = trainer._generate_and_score_completions
+
+        def timed_rollout(inputs):
+            self.current = {}
+            start, cpu = time.perf_counter(), time.process_time()
+            try:
+                output = rollout(inputs)
+            finally:
+                add("rollout", time.perf_counter() - start, time.process_time() - cpu)
+            if self.floors:
+                start, cpu = time.perf_counter(), time.process_time()
+                add("update floor", *self.update_floor(output))
+                add("probe", time.perf_counter() - start, time.process_time() - cpu)
+            self.steps.append(self.current)
+            self.current = None
+            return output
+
+        trainer._generate_and_score_completions = timed_rollout
+
+    @staticmethod
+    def probe_seconds(step: dict, cpu: bool, rollout_only: bool = False) -> float:
+        """Seconds the floors took inside the step, or inside its rollout (taken out of their times)."""
+        suffix = " cpu" if cpu else ""
+        inside = sum(step.get(name + " floor" + suffix, 0.0) for name in ("sampling", "old log-probs", "ref log-probs"))
+        return inside if rollout_only else inside + step.get("probe" + suffix, 0.0)
+
+    @staticmethod
+    def completion_log_probs(model, input_ids, attention_mask, logits_to_keep, temperature):
+        import torch
+
+        hidden = model.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        logits = model.lm_head(hidden[:, -logits_to_keep - 1:-1]) / temperature
+        targets = input_ids[:, -logits_to_keep:]
+        return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+    def forward_floor(self, model, input_ids, attention_mask, logits_to_keep, batch_size) -> None:
+        import torch
+
+        with torch.no_grad():
+            for start in range(0, input_ids.size(0), batch_size):
+                self.completion_log_probs(model, input_ids[start:start + batch_size],
+                                          attention_mask[start:start + batch_size], logits_to_keep,
+                                          self.trainer.temperature)
+
+    def update_floor(self, output: dict) -> tuple[float, float]:
+        """(wall, CPU) seconds of forward + backward of the trained layers only, per micro-batch
+        and epoch; the frozen layers' output is computed first (not counted) and replayed."""
+        import torch
+
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        layers = model.model.layers
+        trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
+        frozen = len(layers) - (self.config.train_top_layers or len(layers))
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        size = self.config.micro_batch_size
+        wall = cpu = 0.0
+        for _ in range(self.config.ppo_epochs):
+            for start in range(0, input_ids.size(0), size):
+                ids, batch_mask = input_ids[start:start + size], mask[start:start + size]
+                completion_mask = output["completion_mask"][start:start + size].float()
+                prefix = None
+                if frozen:
+                    from microcoder.training.frozen_prefix import FrozenPrefix
+
+                    prefix = FrozenPrefix(frozen)
+                    with torch.no_grad(), prefix.around_forward(model, ids, batch_mask):  # records
+                        model.model(input_ids=ids, attention_mask=batch_mask)
+                start, start_cpu = time.perf_counter(), time.process_time()
+                with prefix.around_forward(model, ids, batch_mask) if prefix else _nothing():  # replays
+                    logp = self.completion_log_probs(model, ids, batch_mask, keep, self.trainer.temperature)
+                    loss = -(logp * completion_mask).sum() / completion_mask.sum().clamp(min=1)
+                    torch.autograd.grad(loss, trained)  # the backward, leaving the trainer's .grad alone
+                wall += time.perf_counter() - start
+                cpu += time.process_time() - start_cpu
+        return wall, cpu
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def phase_run(args, problems, heldout, evaluator, workdir: Path, floors: bool) -> dict:
+    """One run of the current PYTHONPATH's trainer with a PhaseProbe; per counted step the
+    phases' seconds, then one held-out evaluation. JSON-able."""
+    import json
+    import statistics as _statistics
+
+    import torch
+
+    trainer, tokens, config = build("ours", args, problems, evaluator, workdir, [])
+    timer = step_timer(config.updates_per_step, tokens)
+    trainer.add_callback(timer)
+    probe = PhaseProbe(trainer, config, floors)
+    trainer.train()
+    metrics = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    metrics = [record for record in metrics if "reward_mean" in record]
+    steps = []
+    for wall, cpu, step, record in list(zip(timer.times, timer.cpu, probe.steps, metrics))[1:]:
+        wall -= probe.probe_seconds(step, cpu=False)
+        cpu -= probe.probe_seconds(step, cpu=True)
+        rollout = step["rollout"] - probe.probe_seconds(step, cpu=False, rollout_only=True)
+        rollout_cpu = step["rollout cpu"] - probe.probe_seconds(step, cpu=True, rollout_only=True)
+        row = {"step": wall, "step cpu": cpu, **step, "rollout": rollout, "rollout cpu": rollout_cpu,
+               "update": wall - rollout, "update cpu": cpu - rollout_cpu,
+               "judging": record["seconds_reward"], "judging (waited)": record["seconds_reward_visible"],
+               "tokens": record["response_length_mean"]}
+        for name in ("old log-probs", "ref log-probs"):
+            row.setdefault(name, 0.0)
+            row.setdefault(name + " cpu", 0.0)
+        steps.append(row)
+    # held-out: the trainer's evaluation, then the same prompts through plain generate
+    held = {}
+    if heldout:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        trainer.heldout = list(heldout)
+        start, cpu = time.perf_counter(), time.process_time()
+        accuracy = trainer.heldout_accuracy(config.max_new_tokens)
+        held = {"held-out": time.perf_counter() - start, "held-out cpu": time.process_time() - cpu,
+                "accuracy": accuracy}
+        if floors:
+            from microcoder.policy.generation import generate as plain_generate
+            from microcoder.policy.prompts import render_prompt
+
+            prompts = [render_prompt(problem, trainer.processing_class) for problem in heldout]
+            greedy = config.heldout_temperature == 0
+            start, cpu = time.perf_counter(), time.process_time()
+            plain_generate(model, trainer.processing_class, prompts, n=1 if greedy else config.heldout_samples,
+                           max_new_tokens=config.max_new_tokens, temperature=config.heldout_temperature,
+                           seed=config.seed, batch_size=16, backend="hf", progress=False)
+            held.update({"held-out floor": time.perf_counter() - start, "held-out floor cpu": time.process_time() - cpu})
+    del torch, _statistics
+    return {"steps": steps, "heldout": held}
+
+
+def worker(args) -> None:
+    """`--worker OUT`: phase_run in this process (the tree on sys.path first), its result to OUT."""
+    import json
+
+    from microcoder.evaluator import Evaluator, EvaluatorConfig
+
+    problems, heldout = load_problems(args)
+    with Evaluator(EvaluatorConfig(workers=2)) as evaluator, tempfile.TemporaryDirectory() as tmp:
+        result = phase_run(args, problems, heldout, evaluator, Path(tmp) / "run", floors=False)
+    Path(args.worker).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.worker).write_text(json.dumps(result), encoding="utf-8")
+
+
+def load_problems(args):
+    """(training problems, held-out problems for the held-out phase)."""
+    if args.problems == "bench":
+        problems = tiny_add_problems(16 + args.heldout)
+        return problems[:16], problems[16:]
+    from microcoder.training.config import load_config
+
+    try:
+        from microcoder.training.run import load_problem_split
+    except ImportError:  # an older commit's layout
+        from microcoder.training.trainer import load_problem_split
+    train, heldout = load_problem_split(load_config(args.config, args.overrides))
+    return train, heldout[: args.heldout]
+
+
+def old_tree(against: str, keep: list) -> Path:
+    """A checkout of `against`: the path itself when it is a directory, else a new git
+    worktree of that commit (removed at exit)."""
+    import atexit
+    import subprocess
+
+    if Path(against).is_dir():
+        return Path(against).resolve()
+    repo = Path(__file__).resolve().parents[1]
+    folder = Path(tempfile.mkdtemp(prefix="train-step-old-")) / "tree"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(folder), against], check=True,
+                   capture_output=True)
+    atexit.register(lambda: subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(folder)],
+                                           capture_output=True))
+    keep.append(folder)
+    return folder
+
+
+def compare_phases(args, problems, evaluator, tmp: Path) -> None:
+    import json
+    import subprocess
+
+    _, heldout = load_problems(args)
+    tmp.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list[dict]] = {"new": [], "old": []}
+    tree = old_tree(args.against, []) if args.against else None
+    for round_index in range(args.rounds):
+        if tree is not None:  # the old commit first in each round, in its own process
+            out = tmp / f"old-{round_index}.json"
+            command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(out), "--tree", str(tree),
+                       "--model", args.model, "--steps", str(args.steps), "--problems", args.problems,
+                       "--heldout", str(args.heldout), *sum((["--config", c] for c in args.config), []),
+                       *args.overrides]
+            environment = {**os.environ, "PYTHONPATH": str(tree)}
+            done = subprocess.run(command, env=environment, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"the run at {args.against} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+            runs["old"].append(json.loads(out.read_text()))
+        runs["new"].append(phase_run(args, problems, heldout, evaluator, tmp / f"new-{round_index}", floors=True))
+
+    def per_step(kind, name):
+        steps = [step for run in runs[kind] for step in run["steps"]]
+        return sum(step.get(name, 0.0) for step in steps) / len(steps) if steps else float("nan")
+
+    def held(kind, name):
+        values = [run["heldout"][name] for run in runs[kind] if name in run["heldout"]]
+        return sum(values) / len(values) if values else float("nan")
+
+    def value(kind, phase, cpu, floor=False):
+        name = phase + (" floor" if floor else "") + (" cpu" if cpu else "")
+        return held(kind, name) if phase == "held-out" else per_step(kind, name)
+
+    count = sum(len(run["steps"]) for run in runs["new"])
+    print(f"per rollout step, mean of {count} counted steps (the first of each run is warm-up); held-out: one "
+          f"evaluation of {len(heldout)} problems after each run. CPU: this process's; wall: elapsed.")
+    header = f"{'phase':<18}{'CPU s':>8}{'wall s':>8}{'floor CPU':>10}{'floor wall':>11}{'CPU/floor':>10}"
+    if tree is not None:
+        header += f"{'old CPU s':>10}{'old wall s':>11}{'old/new CPU':>12}"
+    print(header)
+    for phase in ("step", *PHASES):
+        wall_only = phase.startswith("judging")
+        cpu, wall = value("new", phase, True), value("new", phase, False)
+        line = f"{phase:<18}{'-' if wall_only else f'{cpu:.2f}':>8}{wall:>8.2f}"
+        has_floor = phase in ("sampling", "old log-probs", "ref log-probs", "update", "held-out")
+        if has_floor:
+            floor_cpu, floor_wall = value("new", phase, True, True), value("new", phase, False, True)
+            ratio = cpu / floor_cpu if floor_cpu > 0 else float("nan")
+            line += f"{floor_cpu:>10.2f}{floor_wall:>11.2f}{ratio:>10.2f}"
+        else:
+            line += f"{'-':>10}{'-':>11}{'-':>10}"
+        if tree is not None:
+            old_cpu, old_wall = value("old", phase, True), value("old", phase, False)
+            ratio = old_cpu / cpu if cpu > 0 and not wall_only else float("nan")
+            line += f"{'-' if wall_only else f'{old_cpu:.2f}':>10}{old_wall:>11.2f}{ratio:>12.2f}"
+        print(line)
+    same = all(step.get("same tokens", True) for run in runs["new"] for step in run["steps"])
+    print(f"sampling floor drew the same tokens: {same}; mean response length "
+          f"{per_step('new', 'tokens'):.1f}" + (f" (old: {per_step('old', 'tokens'):.1f})" if tree else ""))
+    if tree is not None:
+        print(f"step old / new: {per_step('old', 'step cpu') / per_step('new', 'step cpu'):.2f}x CPU, "
+              f"{per_step('old', 'step') / per_step('new', 'step'):.2f}x wall (against {args.against}; "
+              f"held-out accuracy old {held('old', 'accuracy'):.3f}, new {held('new', 'accuracy'):.3f})")
+    print(flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny", help="tiny, smollm2-135m-instruct, or a checkpoint path")
@@ -356,13 +705,25 @@ def main() -> None:
                         help=f"comma-separated, of {', '.join(COMPARISONS)} (default: all)")
     parser.add_argument("--chunks", type=int, default=2, help="overlap: rollout_chunks of both runs")
     parser.add_argument("--judge-ms", type=float, default=100.0, help="overlap: CPU ms per test of the slow program")
+    parser.add_argument("--against", default=None,
+                        help="phases: a commit (or a checkout's path) whose step runs beside ours, e.g. 0fe4f08")
+    parser.add_argument("--heldout", type=int, default=16, help="phases: held-out problems evaluated after each run")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny model, 2 steps of 8-token responses, the phases only (seconds; for the test suite)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # phases: write one run's phases as JSON here
+    parser.add_argument("--tree", help=argparse.SUPPRESS)  # ... with this checkout first on sys.path
     parser.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
     parser.add_argument("--smoke", action="store_true", help="2 steps x 1 round, 8 new tokens, judge-ms 5: that the script runs "
                         "(tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.tree:  # an older checkout's package, not this one's
+        sys.path[0:1] = [args.tree]
+        for name in [name for name in sys.modules if name == "microcoder" or name.startswith("microcoder.")]:
+            del sys.modules[name]
     if args.smoke:
-        args.steps, args.rounds, args.judge_ms = 2, 1, 5.0
-        args.overrides = [*args.overrides, "max_new_tokens=8"]
+        args.model, args.steps, args.rounds, args.compare, args.heldout = "tiny", 2, 1, "phases", 4
+        args.judge_ms = 5.0
+        args.overrides = [*args.overrides, "max_new_tokens=8", "train_top_layers=1"]
     if args.config is None:
         args.config = [str(Path(__file__).resolve().parents[1] / "configs" / "microcoder-tiny.yaml")]
     args.compare = args.compare.split(",")
@@ -377,6 +738,9 @@ def main() -> None:
     from microcoder.evaluator import Evaluator, EvaluatorConfig
 
     transformers.utils.logging.disable_progress_bar()
+    if args.worker:
+        worker(args)
+        return
     print(f"torch threads {torch.get_num_threads()}, model {args.model}, configs {args.config}, "
           f"overrides {args.overrides}, {args.steps} steps x {args.rounds} rounds\n", flush=True)
     if args.problems == "bench":
@@ -387,7 +751,7 @@ def main() -> None:
 
         problems = load_problem_split(load_config(args.config, args.overrides))[0]
     comparisons = {"trl": compare_trl, "generate": compare_generate, "checkpointing": compare_checkpointing,
-                   "overlap": compare_overlap}
+                   "overlap": compare_overlap, "phases": compare_phases}
     with Evaluator(EvaluatorConfig(workers=2)) as evaluator, tempfile.TemporaryDirectory() as tmp:
         for name in args.compare:
             print(f"== {name}", flush=True)

@@ -491,10 +491,18 @@ def _problem(template: Template, variant: Variant, split: str, index: int) -> Pr
 
 
 def default_problems(seed: int = 0, train_per_template: int = 4,
-                     held_out_per_template: int = 2) -> tuple[list[Problem], list[Problem]]:
+                     held_out_per_template: int = 4) -> tuple[list[Problem], list[Problem]]:
     """(train, held_out) of the default set: `train_per_template` and `held_out_per_template`
-    problems from each of the TEMPLATES (24 templates: 96 and 48 by default)."""
-    return generated_problems(TEMPLATES, seed, train_per_template, held_out_per_template)
+    problems from each of the TEMPLATES (24 templates: 96 and 96 by default).
+
+    The held-out list comes in tiers of two problems per template (every template's first
+    two, then every template's next two, ...), so that a prefix of 48 holds two of each
+    template and a prefix of 24 two of the first twelve, whatever held_out_per_template.
+    """
+    train, held_out = generated_problems(TEMPLATES, seed, train_per_template, held_out_per_template)
+    per_template = held_out_per_template
+    tiered = sorted(range(len(held_out)), key=lambda i: ((i % per_template) // 2, i // per_template, i % per_template))
+    return train, [held_out[i] for i in tiered]
 
 
 def generated_problems(templates: tuple[Template, ...], seed: int, train_per_template: int,

@@ -103,3 +103,32 @@ def test_eval_and_probe_default_to_the_default_model():
     from microcoder.training.probe import ProbeConfig
 
     assert EvalConfig().model == ProbeConfig().model == DEFAULT_MODEL
+
+
+def test_shared_prefill_runs_each_distinct_prompt_once_and_samples_the_same_tokens(tiny):
+    from microcoder.policy.generation import shared_prefill_generate
+
+    model, tokenizer = tiny
+    tokenizer.padding_side = "left"
+    # Rows as a rollout lays them out: each prompt G = 3 times in a row, prompts of two lengths.
+    encoded = tokenizer([PROMPTS[0]] * 3 + [PROMPTS[1]] * 3, return_tensors="pt", padding=True,
+                        add_special_tokens=False)
+    settings = dict(max_new_tokens=MAX_NEW_TOKENS, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                    pad_token_id=tokenizer.pad_token_id)
+    seen = []
+    handle = model.model.layers[0].register_forward_hook(lambda module, args, output: seen.append(args[0].shape[:2]))
+    try:
+        with torch.no_grad():
+            torch.manual_seed(0)
+            plain = model.generate(**encoded, **settings)
+            plain_rows = list(seen)
+            seen.clear()
+            torch.manual_seed(0)
+            shared = shared_prefill_generate(model.generate, model, encoded["input_ids"], encoded["attention_mask"],
+                                             **settings)
+    finally:
+        handle.remove()
+    assert torch.equal(shared, plain)
+    width = encoded["input_ids"].size(1)
+    assert plain_rows[0] == (6, width)  # the plain prefill: every row's prompt
+    assert seen[0] == (2, width - 1) and seen[1] == (6, 1)  # two prompts once, then every row's last token

@@ -17,7 +17,7 @@ def problems():
 
 def test_sizes_and_labels(problems):
     train, held_out = problems
-    assert len(train) == 4 * len(TEMPLATES) and len(held_out) == 2 * len(TEMPLATES)
+    assert len(train) == 4 * len(TEMPLATES) and len(held_out) == 4 * len(TEMPLATES)
     for problem in train + held_out:
         assert problem.kind == "call" and problem.source == SOURCE
         assert problem.difficulty in ("easy", "medium")
@@ -53,6 +53,15 @@ def test_train_and_held_out_are_disjoint(problems):
 def test_problems_round_trip_the_canonical_format(problems):
     for problem in problems[0] + problems[1]:
         assert Problem.model_validate(json.loads(problem.model_dump_json())) == problem
+
+
+def test_a_held_out_prefix_is_the_same_set_at_any_size(problems):
+    # Configs that take the first 24 or 48 held-out problems name the same problems
+    # whether the set holds two or four per template: two per template come first.
+    two = default_problems(held_out_per_template=2)
+    assert [p.model_dump_json() for p in two[0]] == [p.model_dump_json() for p in problems[0]]
+    assert [p.model_dump_json() for p in two[1]] == [p.model_dump_json() for p in problems[1][:48]]
+    assert [p.metadata["template"] for p in problems[1][:48:2]] == [template.name for template in TEMPLATES]
 
 
 def test_sizes_are_configurable():

@@ -47,11 +47,11 @@ def heldout_accuracy(evaluator, monkeypatch, problems, responses, temperature, s
     monkeypatch.setattr(prompts, "render_prompt", lambda problem, tokenizer: problem.prompt)
     trainer = SimpleNamespace(
         accelerator=SimpleNamespace(unwrap_model=lambda model: model), model=None, processing_class=None,
-        heldout=problems, reward=SimpleNamespace(evaluator=evaluator),
+        heldout=problems, reward=SimpleNamespace(evaluator=evaluator), heldout_scores={},
         config=SimpleNamespace(heldout_temperature=temperature, heldout_samples=samples, max_new_tokens=64,
                                heldout_long_factor=long_factor, top_p=1.0, seed=0),
     )
-    trainer.heldout_accuracy = lambda tokens: MicroCoderTrainer.heldout_accuracy(trainer, tokens)
+    trainer.heldout_accuracy = lambda tokens, name: MicroCoderTrainer.heldout_accuracy(trainer, tokens, name)
     accuracies = MicroCoderTrainer.heldout_accuracies(trainer)
     for call in calls:
         if not full:
@@ -124,8 +124,13 @@ def test_a_run_logs_the_long_heldout_before_the_first_step_and_after_the_last_on
 
     preset = Path(__file__).parents[1] / "configs" / "microcoder-tiny.yaml"
     config = load_config(preset, ["total_steps=3", "eval_every=1", "heldout_long_factor=2", "heldout_samples=2",
-                                  f"run_dir={tmp_path / 'run'}"])
+                                  f"run_dir={tmp_path / 'run'}", f"heldout_start_cache={tmp_path / 'cache'}"])
     run_training(config, problems=tiny_problems(), evaluator=ScriptedEvaluator())
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [(row["step"], "heldout_accuracy" in row, "heldout_accuracy_long" in row) for row in rows] == [
         (0, True, True), (1, True, False), (2, True, False), (3, True, True)]
+    # Step 0 went to the shared cache, and the summary holds the gain paired by problem.
+    assert len(list((tmp_path / "cache").glob("heldout-start-*.json"))) == 1
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["heldout_gain"] == pytest.approx(rows[3]["heldout_accuracy"] - rows[0]["heldout_accuracy"])
+    assert summary["heldout_gain_se"] >= 0

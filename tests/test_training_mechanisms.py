@@ -35,9 +35,26 @@ def changed_parameters(run_dir) -> int:
     return sum(not torch.equal(param, initial[name]) for name, param in final.named_parameters())
 
 
+@pytest.fixture
+def log_prob_passes(monkeypatch):
+    """Every log-prob pass of the trainer, in order: "update" (with gradients) or "rollout"
+    (TRL's old / reference log-probs, without)."""
+    from microcoder.training.trainer import MicroCoderTrainer
+
+    passes = []
+    inner = MicroCoderTrainer._get_per_token_logps_and_entropies
+
+    def counting(self, *args, **kwargs):
+        passes.append("update" if torch.is_grad_enabled() else "rollout")
+        return inner(self, *args, **kwargs)
+
+    monkeypatch.setattr(MicroCoderTrainer, "_get_per_token_logps_and_entropies", counting)
+    return passes
+
+
 # ---- 1. ratios that move, and clip-higher acting on them -------------------------------------
 
-def test_clip_higher_clips_a_ratio_moved_by_the_first_update(tmp_path):
+def test_clip_higher_clips_a_ratio_moved_by_the_first_update(tmp_path, log_prob_passes):
     # Two epochs over the same rollout with a large learning rate: the first update raises the
     # log-probs of the positive-advantage tokens, so in the second their ratio (new / old
     # log-probs at T) passes 1 + eps_high.
@@ -45,16 +62,24 @@ def test_clip_higher_clips_a_ratio_moved_by_the_first_update(tmp_path):
     record = train("microcoder", tmp_path / "clip", None, *moving)[0]
     assert record["ratio_deviation"] > 0.05 and record["ppo_kl"] != 0
     assert record["clip_fraction_high"] > 0
+    # Two updates of one rollout: the old log-probs are computed once, before the first.
+    assert log_prob_passes[0] == "rollout" and log_prob_passes.count("rollout") == 1
     # The same run with an upper clip too wide to reach: no token is clipped high.
     wide = train("microcoder", tmp_path / "wide", None, *moving, "eps_high=1000")[0]
     assert wide["ratio_deviation"] == pytest.approx(record["ratio_deviation"])
     assert wide["clip_fraction_high"] == 0
 
 
-def test_one_update_per_rollout_has_ratio_one(tmp_path):
-    # The contrast the issue names: train_batch_size == ppo_mini_batch_size, one epoch.
-    record = train("microcoder", tmp_path / "onpolicy", None, "total_steps=1", "ppo_mini_batch_size=2")[0]
+def test_one_update_per_rollout_has_ratio_one(tmp_path, log_prob_passes):
+    # The contrast the issue names: train_batch_size == ppo_mini_batch_size, one epoch
+    # (with the bottom layer frozen, so that the frozen-prefix override is in the path).
+    record = train("microcoder", tmp_path / "onpolicy", None, "total_steps=1", "ppo_mini_batch_size=2",
+                   "train_top_layers=1")[0]
     assert record["ratio_deviation"] == 0 and record["clip_fraction_high"] == record["clip_fraction_low"] == 0
+    # No pass that nothing reads: with beta = 0 and one update per rollout TRL computes
+    # neither old nor reference log-probs, and the frozen-prefix override adds none back
+    # (the clip test above sees the old-log-prob pass of a rollout with two updates).
+    assert log_prob_passes and set(log_prob_passes) == {"update"}
 
 
 # ---- 2. mask modes ------------------------------------------------------------------------------
@@ -89,6 +114,13 @@ def test_dynamic_sampling_refills_the_batch_with_mixed_groups(tmp_path):
         assert record["groups_kept"] == record["groups_mixed"] == 2  # train_batch_size mixed groups
         assert record["groups_generated"] == 2 * record["sampling_rounds"]
     assert max(record["sampling_rounds"] for record in records) > 1  # a refill happened
+    # The budget so far counts every generated group and judged response, refills included.
+    generated = [sum(record["groups_generated"] for record in records[:end]) for end in (1, 2, 3)]
+    assert [record["groups_generated_total"] for record in records] == generated
+    assert [record["responses_judged_total"] for record in records] == [4 * groups for groups in generated]
+    seconds = [record["seconds_rollout"] + record["seconds_reward_visible"] + record["seconds_update"]
+               for record in records]
+    assert [record["seconds_total"] for record in records] == pytest.approx([sum(seconds[:end]) for end in (1, 2, 3)])
 
 
 def test_dynamic_sampling_stops_at_its_cap_and_trains_on_what_there_is(tmp_path):
@@ -106,8 +138,27 @@ def test_refilled_rows_stay_aligned_with_their_verdicts(tmp_path):
     config = load_config(CONFIGS / "dapo-tiny.yaml", [f"run_dir={tmp_path}", "dynamic_sampling_max_rounds=8"])
     trainer = build_trainer(config, tmp_path, problems=(tiny_problems()[0], []), evaluator=evaluator)
     trainer.model.train()
+    rounds = []  # every sampling round's scored batch, the dropped groups' included
+    sample_and_score = trainer.sample_and_score
+
+    def recording(inputs):
+        output = sample_and_score(inputs)
+        rounds.append(trainer.reward.last)
+        return output
+
+    trainer.sample_and_score = recording
     output = trainer._generate_and_score_completions(trainer.draw_prompts(2))
     scored = trainer.rollout_scored
+    # Reward and accuracy over the kept groups, and over every generated one (DAPO's metrics
+    # comparable with the other algorithms', which keep every group).
+    record = trainer.rollout_record
+    generated = [value for batch in rounds for value in batch.correct]
+    assert len(rounds) > 1 and record["groups_generated"] == len(generated) // 4 == 2 * len(rounds)
+    assert record["accuracy_mean"] == pytest.approx(sum(scored.correct) / 8)
+    assert record["accuracy_mean_generated"] == pytest.approx(sum(generated) / len(generated))
+    assert record["accuracy_mean_generated"] < record["accuracy_mean"]  # the dropped groups are all wrong
+    assert record["reward_mean_generated"] == pytest.approx(
+        sum(value for batch in rounds for value in batch.rewards) / len(generated))
     assert len(scored.verdicts) == output["completion_ids"].size(0) == 8
     pad = trainer.processing_class.pad_token_id
     for row, ids in enumerate(scored.completion_ids):

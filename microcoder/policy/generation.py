@@ -208,6 +208,34 @@ def _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_
     return groups
 
 
+def shared_prefill_generate(generate, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs):
+    """`generate(input_ids=, attention_mask=, **kwargs)` (a model's `generate`) with the
+    prompts' KV cache computed once per run of equal consecutive rows (a rollout's group of
+    G responses to one prompt) and repeated over the run's rows, instead of once per row.
+
+    The cache covers every prompt token but the last, which `generate` then feeds as usual;
+    positions are numbered as `generate` numbers left-padded rows. Sampling draws from the
+    same random stream, so the tokens are the plain call's up to the rounding of a
+    different batch shape. Rows with no equal neighbour, or kwargs that already carry a
+    cache, go to the plain call.
+    """
+    from transformers import DynamicCache
+
+    rows = torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1)
+    unique, counts = torch.unique_consecutive(rows, dim=0, return_counts=True)
+    if len(unique) == len(rows) or input_ids.size(1) < 2 or "past_key_values" in kwargs or "cache" in kwargs:
+        return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    width = input_ids.size(1)
+    unique_ids, unique_mask = unique[:, :width], unique[:, width:].to(attention_mask.dtype)
+    positions = (unique_mask.long().cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model.model(input_ids=unique_ids[:, :-1], attention_mask=unique_mask[:, :-1],
+                    position_ids=positions[:, :-1], cache=cache, use_cache=True)
+    cache.reorder_cache(torch.repeat_interleave(torch.arange(len(unique), device=input_ids.device), counts))
+    return generate(input_ids=input_ids, attention_mask=attention_mask, cache=cache, **kwargs)
+
+
 # --- vLLM (GPU only; not exercised by the CPU tests) ------------------------------------
 
 _VLLM_ENGINES: dict[str, object] = {}

@@ -43,8 +43,8 @@ class TrainConfig(BaseModel):
     """"default" (the generated easy call problems, with their own held-out split), "decimal" (generated call problems with decimal answers, on which the robust and strict judges differ; its own split too) or a canonical problems JSONL."""
     heldout_problems: str | None = None
     """Canonical JSONL of held-out problems; None: the generated set's own split, or `heldout_size` problems taken from a `problems` file."""
-    heldout_size: int = 24
-    """Problems held out of a `problems` file when `heldout_problems` is None (seeded choice); also caps a generated set's split (its first ones, in template order)."""
+    heldout_size: int = 96
+    """Problems held out of a `problems` file when `heldout_problems` is None (seeded choice); also caps a generated set's split (its first ones: the default set lists two per template at a time, so 24 and 48 take two of each of 12 and 24 templates)."""
     train_difficulties: list[str] | None = None
     """Train only on problems whose `difficulty` is one of these (e.g. [medium]); None: all. The held-out set is not filtered."""
 
@@ -67,6 +67,8 @@ class TrainConfig(BaseModel):
     """Nucleus sampling; 1.0 samples the full distribution at temperature T, as the paper's ratio assumes."""
     rollout_chunks: int = 1
     """HF generate calls a rollout is sampled in (per process), so that judging can start on a chunk while the next is sampled (`reward_overlap`). The samples depend on it: each chunk is left-padded to its own longest prompt and draws from the random stream where the previous chunk stopped; compare runs at equal rollout_chunks. 1 with use_vllm (TRL's vLLM call returns a rollout's responses at once)."""
+    shared_prefill: bool = False
+    """Sample a group's G responses from one prompt cache: each distinct prompt's tokens go through the model once per rollout instead of G times (`shared_prefill_generate`). The same tokens up to the rounding of a different batch shape."""
     reward_overlap: bool = True
     """Judge each sampled chunk in a background thread (the programs run in the sandbox's worker processes) while the trainer samples the next chunk and computes the old / reference log-probs; the step then waits only for what is left (`seconds_reward_visible`). Changes no verdict, reward or sample. False: judge after the log-prob passes, in TRL's order."""
 
@@ -161,8 +163,10 @@ class TrainConfig(BaseModel):
     """Samples per held-out problem for pass@1."""
     heldout_long_factor: float = 0.0
     """> 0: also measure held-out accuracy with a generation limit of this many times max_new_tokens, logged as heldout_accuracy_long before the first step and after the last (the paper tests at 1x and 2x the training length)."""
-    heldout_temperature: float = 0.7
-    """0: greedy held-out decoding; > 0: sampled pass@1 at this temperature (the default samples as training does: greedy pass@1 of the base model sat at 0.667 and did not move)."""
+    heldout_temperature: float = 0.0
+    """0: greedy held-out decoding (one response per problem, no sampling noise: the default); > 0: sampled pass@1 over `heldout_samples` samples at this temperature."""
+    heldout_start_cache: str | None = None
+    """A directory shared by runs (an experiment grid's): the step-0 held-out evaluation is stored there under a key of everything it depends on (model, problems, held-out set, seed, decoding, limits), and a run finding its key reads it instead of evaluating, so arms of one seed evaluate their common starting model once. None: every run evaluates step 0."""
     reward_workers: int = 0
     """Evaluator sandbox workers; 0: one per usable core."""
     reward_time_limit_s: float = DEFAULT_TIME_LIMIT_S

@@ -5,15 +5,22 @@ from __future__ import annotations
 # The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps
 # ("heldout_accuracy_long" too when heldout_long_factor is set), "kl" only when beta > 0 and
 # "reward_cache_hit_rate" only with the verdict cache on (reward_cache_size > 0, the default).
+# reward_mean / accuracy_mean are over the batch trained on (DAPO: the kept groups, filled
+# up with dropped ones when refill ran out); the *_generated pair over every response
+# generated in the step (DAPO's dropped groups and refill rounds included; the same numbers
+# without dynamic sampling). The *_total keys are the run's budget so far: groups generated,
+# responses judged, and step seconds (rollout + visible reward + update; held-out
+# evaluation not counted).
 # The step-0 line (before training) holds step and the held-out accuracies.
 # Every preset logs the same keys (see docs/training.md, "Metrics").
 METRIC_KEYS = (
-    "step", "reward_mean", "accuracy_mean", "heldout_accuracy", "heldout_accuracy_long", "response_length_mean", "response_length_max",
+    "step", "reward_mean", "accuracy_mean", "reward_mean_generated", "accuracy_mean_generated", "heldout_accuracy", "heldout_accuracy_long", "response_length_mean", "response_length_max",
     "fraction_truncated", "fraction_qualifying", "fraction_masked", "fraction_unscorable",
     "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
     "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "temperature",
     "seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second", "loss",
     "reward_cache_hit_rate",
+    "groups_generated_total", "responses_judged_total", "seconds_total",
 )
 
 

@@ -203,10 +203,10 @@ def run_training(config: TrainConfig, resume: bool = False,
     trainer = build_trainer(config, run_dir, problems=problems, evaluator=evaluator)
     start = time.perf_counter()
     try:
-        before = None
+        before, before_scores = None, None
         if not resume and trainer.heldout and trainer.accelerator.is_main_process:
-            accuracies = trainer.heldout_accuracies()
-            before = accuracies["heldout_accuracy"]
+            accuracies = start_heldout(trainer, config)
+            before, before_scores = accuracies["heldout_accuracy"], trainer.heldout_scores.get("heldout_accuracy")
             trainer.write_record({"step": 0, **accuracies})
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
@@ -219,16 +219,71 @@ def run_training(config: TrainConfig, resume: bool = False,
     after = (trainer.last_record or {}).get("heldout_accuracy")
     if before is None:
         before = _first_heldout(run_dir / METRICS_FILE)
+    gain = paired_gain(before_scores, trainer.heldout_scores.get("heldout_accuracy")) \
+        if after is not None and trainer.heldout else None
     summary = {"heldout_accuracy_before": before, "heldout_accuracy_after": after, "steps": config.total_steps,
                "seconds": seconds, "heldout_problems": len(trainer.heldout),
+               **({"heldout_gain": gain[0], "heldout_gain_se": gain[1]} if gain else {}),
                "final_checkpoint": get_last_checkpoint(str(run_dir / "checkpoints"))
                if (run_dir / "checkpoints").is_dir() else None}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     plot = _plot(run_dir)
+    decoding = ("greedy" if config.heldout_temperature == 0
+                else f"{config.heldout_samples} samples at T={config.heldout_temperature:g}")
+    gain_text = f"; gain {gain[0]:+.3f} (SE {gain[1]:.3f}, paired by problem)" if gain else ""
     print(f"held-out accuracy: before {_fmt(before)}, after {_fmt(after)} "
-          f"({len(trainer.heldout)} problems); {seconds / 60:.1f} min; run dir {run_dir}"
+          f"({len(trainer.heldout)} problems, {decoding}){gain_text}; {seconds / 60:.1f} min; run dir {run_dir}"
           + (f"; plot {plot}" if plot else ""), flush=True)
     return run_dir
+
+
+def paired_gain(before: dict[str, float] | None, after: dict[str, float] | None) -> tuple[float, float] | None:
+    """(mean, standard error) over held-out problems of after - before, each problem's
+    pass@1 paired with itself (problems scored both times; None with fewer than 2)."""
+    if not before or not after:
+        return None
+    differences = [after[problem] - before[problem] for problem in before if problem in after]
+    if len(differences) < 2:
+        return None
+    mean = sum(differences) / len(differences)
+    variance = sum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
+    return mean, math.sqrt(variance / len(differences))
+
+
+START_KEY_FIELDS = ("model", "dtype", "seed", "max_new_tokens", "top_p", "heldout_temperature", "heldout_samples",
+                    "heldout_long_factor", "reward_time_limit_s", "reward_time_limit_scale")
+
+
+def start_key(config: TrainConfig, heldout: list[Problem]) -> str:
+    """What the step-0 held-out evaluation depends on, hashed: the starting model (by name or
+    path: a checkpoint directory is keyed by its path, not its weights), the decoding and
+    limits, the seed, and the held-out problems themselves."""
+    import hashlib
+
+    fields = {name: getattr(config, name) for name in START_KEY_FIELDS}
+    if config.heldout_temperature == 0:
+        fields.pop("heldout_samples")  # greedy decodes once whatever it says
+    text = json.dumps({"config": fields, "heldout": [problem.model_dump(mode="json") for problem in heldout]},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def start_heldout(trainer: MicroCoderTrainer, config: TrainConfig) -> dict[str, float]:
+    """The step-0 held-out accuracies, read from `heldout_start_cache` when a run with the
+    same key stored them there, else evaluated (and stored, when the cache is set)."""
+    if config.heldout_start_cache is None:
+        return trainer.heldout_accuracies()
+    path = Path(config.heldout_start_cache) / f"heldout-start-{start_key(config, trainer.heldout)}.json"
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        trainer.heldout_scores.update(stored["scores"])
+        return stored["accuracies"]
+    accuracies = trainer.heldout_accuracies()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")  # runs in parallel: whole files only
+    partial.write_text(json.dumps({"accuracies": accuracies, "scores": trainer.heldout_scores}), encoding="utf-8")
+    os.replace(partial, path)
+    return accuracies
 
 
 def _first_heldout(path: Path):

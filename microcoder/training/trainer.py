@@ -66,6 +66,7 @@ Departures from the paper (and from DAPO), all ours:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -139,6 +140,10 @@ class Sampling:
     groups_generated: int
     rounds: int
     """Generation rounds: 1, plus the extra rounds of dynamic sampling."""
+    rewards: list[float]
+    """Process-local rewards of every generated response, all rounds (groups the filter dropped included)."""
+    correct: list[float]
+    """Process-local 0/1 correctness (NaN unscorable) of every generated response, all rounds."""
 
 
 @dataclass
@@ -154,6 +159,17 @@ class StepAdvantages:
     """(B,) float or None: 0 takes a response's tokens out of the loss and its normaliser (mask 'all', DAPO filter)."""
     group_keep: torch.Tensor | None
     """(B,) float or None: the DAPO filter, 1 for responses of groups with mixed correctness."""
+
+
+def problem_scores(results) -> dict[str, float]:
+    """{problem id: accepted / judged samples}, judge errors left out (pass@1 per problem)."""
+    tally: dict[str, list[int]] = {}
+    for result in results:
+        if result.verdict != "judge_error":
+            counts = tally.setdefault(result.problem_id, [0, 0])
+            counts[0] += 1
+            counts[1] += result.verdict == "accepted"
+    return {problem_id: accepted / judged for problem_id, (judged, accepted) in tally.items()}
 
 
 # ---- temperature reaching the training log-probs ------------------------------------------
@@ -208,6 +224,9 @@ class MicroCoderTrainer(GRPOTrainer):
         self.update_stats: dict[str, list[float]] = defaultdict(list)
         self.scored_at = 0.0
         self.last_record: dict | None = None
+        self.totals = {"groups_generated_total": 0, "responses_judged_total": 0, "seconds_total": 0.0}
+        self.heldout_scores: dict[str, dict[str, float]] = {}
+        """Per held-out problem, the share of its samples accepted, of the last evaluation (by metric name)."""
         self.frozen_prefix = None
         layers = len(decoder_layers(self.accelerator.unwrap_model(self.model)))
         if config.reuse_frozen_prefix and config.train_top_layers is not None and config.train_top_layers < layers:
@@ -245,7 +264,8 @@ class MicroCoderTrainer(GRPOTrainer):
         output = self.sample_and_score(inputs)  # 2, 3: sample, old log-probs, reward
         scored = self.reward.last
         groups = self.accelerator.num_processes * len(scored.verdicts) // self.config.group_size
-        sampling = Sampling(groups_generated=groups, rounds=1)
+        sampling = Sampling(groups_generated=groups, rounds=1, rewards=list(scored.rewards),
+                            correct=list(scored.correct))
         if self.config.dynamic_sampling:  # refill
             output, scored, sampling = self.sample_mixed_groups(output, scored)
         self.rollout_scored = scored
@@ -300,15 +320,40 @@ class MicroCoderTrainer(GRPOTrainer):
             raise NotImplementedError("rollout_chunks > 1 samples text prompts with HF generate only")
         completion_ids: list[list[int]] = []
         logprobs = None
+        shared = (self.config.shared_prefill and self.model.training and not self.use_vllm and images is None
+                  and not multimodal_fields)
         for start, end in chunk_bounds(len(prompt_ids), chunks):
-            ids, logprobs = super()._generate_single_turn(prompt_ids[start:end], images, multimodal_fields,
-                                                          num_generations, has_tool_images)
+            with self.shared_prefill() if shared else contextlib.nullcontext():
+                ids, logprobs = super()._generate_single_turn(prompt_ids[start:end], images, multimodal_fields,
+                                                              num_generations, has_tool_images)
             completion_ids += ids
             # Decoded as TRL decodes them for the reward (prompts are plain text); only when
             # the reward judges early, since TRL decodes the whole batch again afterwards.
             if self.model.training and self.reward.overlap:
                 self.reward.judge_early(start, self.processing_class.batch_decode(ids, skip_special_tokens=True))
         return completion_ids, logprobs  # logprobs: vLLM's (one chunk), None from HF generate
+
+    @contextlib.contextmanager
+    def shared_prefill(self):
+        """Inside, the policy's `generate` computes a group's prompt cache once for its G rows
+        (`shared_prefill_generate`)."""
+        from microcoder.policy.generation import shared_prefill_generate
+
+        model = self.accelerator.unwrap_model(self.model)
+        own = model.__dict__.get("generate")  # an instance attribute (a probe's wrapper) to put back
+        inner = model.generate
+
+        def generate(input_ids, attention_mask, **kwargs):
+            return shared_prefill_generate(inner, model, input_ids, attention_mask, **kwargs)
+
+        model.generate = generate
+        try:
+            yield
+        finally:
+            if own is None:
+                del model.generate
+            else:
+                model.generate = own
 
     def sample_mixed_groups(self, output: dict, scored: ScoredBatch) -> tuple[dict, ScoredBatch, Sampling]:
         """DAPO's dynamic sampling: a batch of groups whose correctness differs, refilled.
@@ -345,7 +390,10 @@ class MicroCoderTrainer(GRPOTrainer):
                                       seconds=sum(round_scored.seconds for _, round_scored in rounds),
                                       seconds_visible=sum(round_scored.seconds_visible for _, round_scored in rounds))
         generated = self.accelerator.num_processes * wanted * len(rounds)
-        return merged, merged_scored, Sampling(groups_generated=generated, rounds=len(rounds))
+        return merged, merged_scored, Sampling(
+            groups_generated=generated, rounds=len(rounds),
+            rewards=[value for _, round_scored in rounds for value in round_scored.rewards],
+            correct=[value for _, round_scored in rounds for value in round_scored.correct])
 
     def mixed_groups(self, scored: ScoredBatch) -> list[int]:
         """Indices of the process-local groups whose task rewards (the reward mode's, before shaping) differ."""
@@ -444,6 +492,8 @@ class MicroCoderTrainer(GRPOTrainer):
             return self.accelerator.gather(torch.as_tensor(values, dtype=torch.float32, device=device)).cpu()
 
         rewards, correct, task = gathered(scored.rewards), gathered(scored.correct), gathered(scored.task_rewards)
+        # every generated response, DAPO's dropped groups and refill rounds included
+        rewards_generated, correct_generated = gathered(sampling.rewards), gathered(sampling.correct)
         lengths = gathered([len(ids) for ids in scored.completion_ids])
         masked = decided.mask.keep == 0
         flags = gathered(torch.stack([decided.truncated, decided.mask.qualifying, masked]).T.float())  # (B, 3)
@@ -457,6 +507,8 @@ class MicroCoderTrainer(GRPOTrainer):
             "step": step,
             "reward_mean": rewards.nanmean().item(),
             "accuracy_mean": correct.nanmean().item(),
+            "reward_mean_generated": rewards_generated.nanmean().item(),
+            "accuracy_mean_generated": correct_generated.nanmean().item(),
             "response_length_mean": lengths.mean().item(),
             "response_length_max": int(lengths.max().item()),
             "fraction_truncated": flags[:, 0].mean().item(),
@@ -473,6 +525,7 @@ class MicroCoderTrainer(GRPOTrainer):
             "seconds_reward": seconds_reward,
             "seconds_reward_visible": seconds_reward_visible,
             "_tokens": lengths.sum().item(),
+            "_responses_judged": len(rewards_generated),
         }
         if self.reward.cache is not None:
             # responses whose verdict was reused instead of judged, out of all the step's
@@ -485,6 +538,7 @@ class MicroCoderTrainer(GRPOTrainer):
         record = dict(self.rollout_record)
         record["seconds_update"] = time.perf_counter() - self.scored_at
         tokens = record.pop("_tokens")
+        judged = record.pop("_responses_judged")
         step = record["step"]
         for key in ("entropy", "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "loss"):
             values = self.update_stats.get(key)
@@ -493,6 +547,11 @@ class MicroCoderTrainer(GRPOTrainer):
         # the step's wall time: judging hidden behind sampling is not counted twice
         seconds = record["seconds_rollout"] + record["seconds_reward_visible"] + record["seconds_update"]
         record["tokens_per_second"] = tokens / seconds if seconds > 0 else 0.0
+        # the budget so far, for plotting against compute (held-out evaluation not counted)
+        self.totals["groups_generated_total"] += record["groups_generated"]
+        self.totals["responses_judged_total"] += judged
+        self.totals["seconds_total"] += seconds
+        record.update(self.totals)
         if self.controller is not None:
             self.controller.observe(record["diversity"])
         if self.is_eval_step(step) and self.accelerator.is_main_process:  # once, not on every process
@@ -520,16 +579,19 @@ class MicroCoderTrainer(GRPOTrainer):
     def heldout_accuracies(self, long: bool = True) -> dict[str, float]:
         """{"heldout_accuracy": at max_new_tokens} plus, with `long` and heldout_long_factor
         set, "heldout_accuracy_long" (at heldout_long_factor x max_new_tokens)."""
-        accuracies = {"heldout_accuracy": self.heldout_accuracy(self.config.max_new_tokens)}
+        accuracies = {"heldout_accuracy": self.heldout_accuracy(self.config.max_new_tokens, "heldout_accuracy")}
         if long and self.config.heldout_long_factor:
             long_tokens = round(self.config.heldout_long_factor * self.config.max_new_tokens)
-            accuracies["heldout_accuracy_long"] = self.heldout_accuracy(long_tokens)
+            accuracies["heldout_accuracy_long"] = self.heldout_accuracy(long_tokens, "heldout_accuracy_long")
         return accuracies
 
-    def heldout_accuracy(self, max_new_tokens: int) -> float:
+    def heldout_accuracy(self, max_new_tokens: int, name: str = "heldout_accuracy") -> float:
         """pass@1 on the held-out problems: greedy, or `heldout_samples` samples at
         heldout_temperature, judged robustly whatever judge the reward uses. NaN when
-        every sample is a judge_error (nothing was measured: not an accuracy of 0)."""
+        every sample is a judge_error (nothing was measured: not an accuracy of 0).
+        Each problem's share of accepted samples goes to `heldout_scores[name]` (for the
+        paired standard error of a gain; a problem whose samples are all judge errors is
+        left out, as pass@1 leaves it out)."""
         from microcoder.policy.generation import generate
         from microcoder.policy.prompts import render_prompt
 
@@ -544,6 +606,7 @@ class MicroCoderTrainer(GRPOTrainer):
         samples = [Sample(problem.id, response=sample.text)
                    for problem, group in zip(self.heldout, groups) for sample in group]
         results = self.reward.evaluator.judging("robust").evaluate(self.heldout, samples)
+        self.heldout_scores[name] = problem_scores(results)
         # The evaluator's own pass@1: unbiased per problem, broken problems left out.
         return summarize(results, ks=(1,)).get("pass@1", math.nan)
 
@@ -558,6 +621,7 @@ class MicroCoderTrainer(GRPOTrainer):
             "refill_generator": self.refill_generator.get_state().tolist(),
             "controller": self.controller.state_dict() if self.controller else None,
             "rollout_step": self.rollout_step,
+            "totals": self.totals,
         }
         (folder / self.state_file).write_text(json.dumps(state), encoding="utf-8")
 
@@ -578,6 +642,7 @@ class MicroCoderTrainer(GRPOTrainer):
             self.mask_generator.set_state(torch.tensor(state["mask_generator"], dtype=torch.uint8))
             if "refill_generator" in state:
                 self.refill_generator.set_state(torch.tensor(state["refill_generator"], dtype=torch.uint8))
+            self.totals.update(state.get("totals", {}))
             if self.controller is not None and state["controller"] is not None:
                 self.controller.load_state_dict(state["controller"])
 
