@@ -101,6 +101,39 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
         run_experiment(shared_spec, tmp_path, train=refuse, log=lambda line: None)
 
 
+def test_a_spec_sharing_the_heldout_start_evaluates_each_seeds_step_0_once_under_the_runs_root(tmp_path, monkeypatch):
+    from microcoder.experiments.runner import config_identity
+    from microcoder.training.trainer import MicroCoderTrainer
+
+    evaluations = []
+    real = MicroCoderTrainer.heldout_accuracies
+
+    def counted(self, *args, **kwargs):
+        evaluations.append("start" if self.state.global_step == 0 else "end")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MicroCoderTrainer, "heldout_accuracies", counted)
+
+    def train(config, resume):
+        return run_training(config, resume=resume, problems=tiny_problems(), evaluator=ScriptedEvaluator())
+
+    root = tmp_path / "runs"
+    spec = write_spec(tmp_path, name="tiny_start", share_heldout_start=True, overrides=["heldout_size=2"])
+    outcomes = run_experiment(spec, root, train=train, log=lambda line: None)
+    assert [o.status for o in outcomes] == ["started"] * 4
+    # 2 arms x 2 seeds: step 0 once per seed (the second arm reads it), the end once per run
+    assert sorted(evaluations) == ["end"] * 4 + ["start"] * 2
+    assert len(list((root / "heldout-start").glob("heldout-start-*.json"))) == 2
+    for seed in (0, 1):
+        runs = [root / "tiny_start" / arm / f"seed-{seed}" for arm in ("base_lr", "high_lr")]
+        configs = [yaml.safe_load((run / "config.yaml").read_text()) for run in runs]
+        assert {config["heldout_start_cache"] for config in configs} == {str((root / "heldout-start").resolve())}
+        starts = [read_metrics(run / "metrics.jsonl") for run in runs]
+        assert starts[0][0]["heldout_accuracy"] == starts[1][0]["heldout_accuracy"]
+        # where the cache lives is not what the run trains: the same run without it is the same run
+        assert config_identity({**configs[0], "heldout_start_cache": None}, []) == config_identity(configs[0], [])
+
+
 def test_a_bad_arm_fails_before_any_run(tmp_path):
     spec = tmp_path / "bad.yaml"
     spec.write_text(SPEC.read_text().replace("high_lr: [learning_rate=0.01]", "high_lr: [learning_rat=0.01]")
