@@ -101,6 +101,7 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
         run_experiment(shared_spec, tmp_path, train=refuse, log=lambda line: None)
 
 
+@pytest.mark.slow
 def test_a_spec_sharing_the_heldout_start_evaluates_each_seeds_step_0_once_under_the_runs_root(tmp_path, monkeypatch):
     from microcoder.experiments.runner import config_identity
     from microcoder.training.trainer import MicroCoderTrainer
