@@ -102,6 +102,40 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
         run_experiment(shared_spec, tmp_path, train=refuse, log=lambda line: None)
 
 
+@pytest.mark.slow
+def test_a_spec_sharing_the_heldout_start_evaluates_each_seeds_step_0_once_under_the_runs_root(tmp_path, monkeypatch):
+    from microcoder.experiments.runner import config_identity
+    from microcoder.training.trainer import MicroCoderTrainer
+
+    evaluations = []
+    real = MicroCoderTrainer.heldout_accuracies
+
+    def counted(self, *args, **kwargs):
+        evaluations.append("start" if self.state.global_step == 0 else "end")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MicroCoderTrainer, "heldout_accuracies", counted)
+
+    def train(config, resume):
+        return run_training(config, resume=resume, problems=tiny_problems(), evaluator=ScriptedEvaluator())
+
+    root = tmp_path / "runs"
+    spec = write_spec(tmp_path, name="tiny_start", share_heldout_start=True, overrides=["heldout_size=2"])
+    outcomes = run_experiment(spec, root, train=train, log=lambda line: None)
+    assert [o.status for o in outcomes] == ["started"] * 4
+    # 2 arms x 2 seeds: step 0 once per seed (the second arm reads it), the end once per run
+    assert sorted(evaluations) == ["end"] * 4 + ["start"] * 2
+    assert len(list((root / "heldout-start").glob("heldout-start-*.json"))) == 2
+    for seed in (0, 1):
+        runs = [root / "tiny_start" / arm / f"seed-{seed}" for arm in ("base_lr", "high_lr")]
+        configs = [yaml.safe_load((run / "config.yaml").read_text()) for run in runs]
+        assert {config["heldout_start_cache"] for config in configs} == {str((root / "heldout-start").resolve())}
+        starts = [read_metrics(run / "metrics.jsonl") for run in runs]
+        assert starts[0][0]["heldout_accuracy"] == starts[1][0]["heldout_accuracy"]
+        # where the cache lives is not what the run trains: the same run without it is the same run
+        assert config_identity({**configs[0], "heldout_start_cache": None}, []) == config_identity(configs[0], [])
+
+
 def test_a_bad_arm_fails_before_any_run(tmp_path):
     spec = tmp_path / "bad.yaml"
     spec.write_text(SPEC.read_text().replace("high_lr: [learning_rate=0.01]", "high_lr: [learning_rat=0.01]")
@@ -357,7 +391,7 @@ SPECS = sorted(path for path in (Path(__file__).parents[1] / "configs" / "experi
 def test_every_shipped_spec_loads_and_its_arms_differ(tmp_path):
     from microcoder.experiments.spec import arm_phases
 
-    assert {path.stem for path in SPECS} == {"main", "evaluator", "evaluator_decimal", "temperature", "data",
+    assert {path.stem for path in SPECS} == {"main", "evaluator_decimal", "temperature", "data",
                                               "context_length", "truncation_mask", "batch_size", "kl_clip"}
     for path in SPECS:
         spec, folder = load_spec(path)
@@ -465,14 +499,34 @@ def test_no_two_committed_runs_share_a_resolved_config_and_seed():
     assert owners and records >= 1
 
 
-def test_the_published_specs_declare_the_findings_of_the_shipped_ones():
-    """The pages' verdicts come from the published specs (docs/experiments/data/*/spec.yaml);
-    their findings are the shipped specs' own, so a verdict is the one the spec declares."""
+def test_the_published_specs_are_the_record_the_pages_report():
+    """The pages' verdicts come from the published specs (docs/experiments/data/*/spec.yaml),
+    the record of the runs committed beside them. configs/experiments/ holds the next
+    protocol's specs, whose arms and findings may differ until their runs are published; every
+    shipped aspect still has a published grid, and every committed run is an arm of its grid's spec."""
     from microcoder.experiments.runner import load_grid_spec
 
     published = sorted((DOCS / "data").glob("*/spec.yaml"))
-    assert {path.parent.name for path in published} == {path.stem for path in SPECS}
+    assert {path.stem for path in SPECS} <= {path.parent.name for path in published}
     for path in published:
-        spec, _ = load_spec(Path(__file__).parents[1] / "configs" / "experiments" / f"{path.parent.name}.yaml")
-        assert load_grid_spec(path.parent).findings == spec.findings, path
+        spec = load_grid_spec(path.parent)
         assert spec.computed_findings, path
+        arms = {config.parents[1].name for config in path.parent.glob("*/seed-*/config.yaml")}
+        assert arms and arms <= set(spec.arms), path
+
+
+def test_the_shipped_specs_follow_the_protocol(tmp_path):
+    """Greedy held-out on at least 96 problems (or a set's whole split) at step 0, shared per
+    seed, and the end; at least 5 seeds; DAPO's overlong penalty only in the main comparison's
+    DAPO arms, where it is under test."""
+    from microcoder.experiments.spec import arm_config
+
+    for path in SPECS:
+        spec, folder = load_spec(path)
+        assert len(spec.seeds) >= 5 and spec.share_heldout_start, path
+        for arm in spec.arms:
+            config = arm_config(spec, folder, arm, 0, tmp_path)
+            assert config.heldout_temperature == 0 and config.eval_every == 0, (path, arm)
+            assert config.heldout_size >= 96 or config.problems == "decimal", (path, arm)
+            assert (config.overlong_cache_length > 0) == (spec.name == "main" and arm.startswith("dapo")), (path, arm)
+

@@ -19,6 +19,11 @@ When it finds one, the run's folder gets only its config.yaml and shared.yaml (`
 <spec>/<arm>/seed-<k>`, relative to ROOT), and every reader (run_state, the report,
 publishing) follows that record to the run. An interrupted run is resumed, not shared.
 
+A spec with `share_heldout_start: true` gives every run ROOT/heldout-start as its
+heldout_start_cache: the step-0 held-out evaluation of a starting model is made by the
+first run of a seed and read by every other arm (and grid) of that seed. The cache's place
+is not part of a run's identity.
+
 An arm with schedule changes runs as phases: phase 1 trains to its `at_step` and
 checkpoints; each next phase resumes that checkpoint with its own config (e.g. a longer
 max_new_tokens), as a user would by hand.
@@ -57,6 +62,10 @@ from microcoder.training.plots import METRICS_FILE
 
 DEFAULT_ROOT = Path("runs/experiments")
 SHARED_FILE = "shared.yaml"
+START_CACHE = "heldout-start"
+"""ROOT/heldout-start: the step-0 held-out evaluations of a spec with share_heldout_start."""
+# Where a run's files go, not what it trains: left out of what makes two runs the same run.
+LOCATION_KEYS = ("run_dir", "heldout_start_cache")
 
 
 def shared_target(run_dir: Path) -> Path | None:
@@ -82,17 +91,19 @@ def resolve_run(run_dir: Path) -> Path:
 
 
 def config_identity(config: dict, then: list[Phase]) -> str:
-    """What makes two runs the same run: the resolved config (defaults filled in, run_dir
-    left out; the seed is in it) and the arm's schedule changes, as canonical JSON.
+    """What makes two runs the same run: the resolved config (defaults filled in, run_dir and
+    heldout_start_cache left out: a cached step-0 evaluation is the one the run would make;
+    the seed is in it) and the arm's schedule changes, as canonical JSON.
 
     A config.yaml from an older config schema that no longer validates is compared as it is,
     so it matches nothing newer (the run is trained again rather than wrongly shared)."""
-    config = {key: value for key, value in config.items() if key != "run_dir"}
+    config = {key: value for key, value in config.items() if key not in LOCATION_KEYS}
     try:
         config = TrainConfig.model_validate(config).model_dump(mode="json")
     except ValidationError:
         pass
-    config.pop("run_dir", None)
+    for key in LOCATION_KEYS:
+        config.pop(key, None)
     return json.dumps({"config": config, "then": [phase.model_dump() for phase in then]}, sort_keys=True)
 
 
@@ -329,7 +340,9 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     (grid / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(), sort_keys=False), encoding="utf-8")
     # Seed-major: a grid stopped part-way has every arm at its first seeds.
     runs = [(arm, seed) for seed in spec.seeds for arm in spec.arms]
-    plans = {(arm, seed): arm_phases(spec, folder, arm, seed, grid / arm / f"seed-{seed}") for arm, seed in runs}
+    start_cache = Path(root).resolve() / START_CACHE if spec.share_heldout_start else None
+    plans = {(arm, seed): arm_phases(spec, folder, arm, seed, grid / arm / f"seed-{seed}", start_cache)
+             for arm, seed in runs}
     outcomes: dict[tuple[str, int], RunOutcome] = {}
     started = time.perf_counter()
     todo = []

@@ -23,6 +23,7 @@
         untestable: "..."                  # why this scale cannot test it (then no verdict)
         mechanism: {arm: kl_symmetric, metric: kl, reduce: max, at_least: 0.01}
     vars: {L: 64, S: 8}                    # ${L}, ${L*3/2}, ${S/2} anywhere in overrides and at_step
+    share_heldout_start: true              # step 0's held-out evaluated once per seed for the runs root
 
 Runs go to ROOT/<name>/<arm>/seed-<k>/ (ROOT: runs/experiments). At run time, `--var
 NAME=VALUE` replaces a variable (lengths, steps, batch that arms derive from) and extra
@@ -187,6 +188,10 @@ class ExperimentSpec(BaseModel):
     "groups_generated" (DAPO's refill counted), "responses_judged", "seconds"."""
     vars: dict[str, int | float] = {}
     """Numbers that overrides and at_step refer to as ${NAME} or ${expression}; `--var NAME=VALUE` replaces one."""
+    share_heldout_start: bool = False
+    """Every run's `heldout_start_cache` is ROOT/heldout-start (the runs root the runner writes to, shared by
+    every grid under it), so the step-0 held-out evaluation of one starting model runs once per seed and
+    decoding setting, not once per arm. A config's own heldout_start_cache wins."""
 
     @field_validator("name")
     @classmethod
@@ -373,20 +378,28 @@ def arm_bases(spec: ExperimentSpec, folder: Path, arm: str) -> list[Path]:
     return [Path(base) if Path(base).is_absolute() else folder / base for base in bases]
 
 
-def arm_config(spec: ExperimentSpec, folder: Path, arm: str, seed: int, run_dir: Path) -> TrainConfig:
+def arm_config(spec: ExperimentSpec, folder: Path, arm: str, seed: int, run_dir: Path,
+               start_cache: Path | None = None) -> TrainConfig:
     """The training config of one run (its last phase): base, the spec's overrides, the arm's
     (and its phases'), then seed and run_dir."""
-    return arm_phases(spec, folder, arm, seed, run_dir)[-1]
+    return arm_phases(spec, folder, arm, seed, run_dir, start_cache)[-1]
 
 
-def arm_phases(spec: ExperimentSpec, folder: Path, arm: str, seed: int, run_dir: Path) -> list[TrainConfig]:
+def arm_phases(spec: ExperimentSpec, folder: Path, arm: str, seed: int, run_dir: Path,
+               start_cache: Path | None = None) -> list[TrainConfig]:
     """The configs of a run's phases in order, each with total_steps set to where the phase
-    ends (the last: the run's total_steps). One phase for an arm with no `then`."""
+    ends (the last: the run's total_steps). One phase for an arm with no `then`.
+
+    `start_cache`: the heldout_start_cache of a run whose configs set none (the runner's
+    ROOT/heldout-start for a spec with share_heldout_start)."""
     plan = spec.arms[arm]
     bases = arm_bases(spec, folder, arm)
     run = [f"seed={seed}", f"run_dir={run_dir}"]
     overrides = [*spec.overrides, *plan.overrides]
     configs = [load_config(bases, [*overrides, *run])]
+    if start_cache is not None and configs[0].heldout_start_cache is None:
+        run.append(f"heldout_start_cache={start_cache}")
+        configs = [load_config(bases, [*overrides, *run])]
     for index, phase in enumerate(plan.then):
         overrides = [*overrides, *phase.overrides]
         configs.append(load_config(bases, [*overrides, *run]))
