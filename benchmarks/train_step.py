@@ -713,8 +713,6 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # phases: write one run's phases as JSON here
     parser.add_argument("--tree", help=argparse.SUPPRESS)  # ... with this checkout first on sys.path
     parser.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
-    parser.add_argument("--smoke", action="store_true", help="2 steps x 1 round, 8 new tokens, judge-ms 5: that the script runs "
-                        "(tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
     if args.tree:  # an older checkout's package, not this one's
         sys.path[0:1] = [args.tree]
