@@ -21,8 +21,8 @@ the program on disk, so they show no source lines).
 Call problems run on the CPython side as a plain call: `main.py` makes a module named
 `solution`, runs the problem's prelude and then the program in it, calls the entry point
 (`name`, or `Class().method` on a fresh instance) on the test's arguments and writes the
-return value as JSON (tuples become lists, sets sorted lists, dict keys strings, as the
-evaluator defines it; anything else is "not JSON data").
+return value as JSON (tuples become lists, a set {NUL + "set": sorted items}, dict keys strings,
+as the evaluator's worker sends them; anything else is "not JSON data").
 
 The corpus:
 - `--corpus` (default `tests/fixtures/differential`): committed programs that end or do
@@ -87,11 +87,13 @@ def plain_json(value, depth=0):
     if isinstance(value, (set, frozenset)):
         items = [plain_json(item, depth + 1) for item in value]
         try:
-            return sorted(items)
+            items.sort()
         except TypeError:
-            return sorted(items, key=repr)
+            items.sort(key=repr)
+        return {"\x00set": items}
     if isinstance(value, dict):
-        return {str(key): plain_json(item, depth + 1) for key, item in value.items()}
+        return {("\x00" + str(key) if str(key).startswith("\x00") else str(key)): plain_json(item, depth + 1)
+                for key, item in value.items()}
     raise TypeError(f"cannot serialise a {type(value).__name__}")
 
 def call(request_path, result_path):
