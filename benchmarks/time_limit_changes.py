@@ -33,20 +33,14 @@ from microcoder.data.config import load_build_config
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem, read_problems
 
+try:
+    from reference_cpu_variation import ADD, smoke_problems  # run as a script: benchmarks/ is on the path
+except ImportError:
+    from benchmarks.reference_cpu_variation import ADD, smoke_problems
+
 REPO = Path(__file__).resolve().parent.parent
 TLE = "time_limit_exceeded"
 
-
-ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
-
-
-def smoke_problems() -> list[Problem]:
-    """Two hand-made problems shaped as the build writes them (--smoke: no build needed)."""
-    tests = [{"input": f"{i} {i}\n", "output": f"{2 * i}\n"} for i in range(3)]
-    return [Problem(id=f"smoke-{index}", prompt="", kind="stdin", tests=tests, time_limit_s=1.0,
-                    metadata={"reference_solution": ADD, "reference_cpu_s": [0.002] * 3,
-                              "time_limit_from": "reference"})
-            for index in range(2)]
 
 
 def leetcode_responses(problems: list[Problem], config) -> dict[str, str]:

@@ -109,6 +109,27 @@ def step_timer(updates_per_step: int, tokens: list[int]):
     return StepTimer()
 
 
+
+def plain_generate_replay(generate, kwargs: dict, rng_state):
+    """The trainer's generate call again as a plain HF `generate` of the same batch, from the
+    random state `rng_state` the trainer's call started with (the same draws: the same tokens
+    if the two samplers agree); returns (tokens, wall s, CPU s) and leaves the random state
+    where the trainer's call left it, so training goes on as if the replay had not happened."""
+    import torch
+
+    after = torch.get_rng_state()
+    torch.set_rng_state(rng_state)
+    config = kwargs["generation_config"]
+    start, cpu = time.perf_counter(), time.process_time()
+    with torch.no_grad():
+        plain = generate(input_ids=kwargs["input_ids"], attention_mask=kwargs["attention_mask"], do_sample=True,
+                         temperature=config.temperature, top_p=config.top_p, top_k=0,
+                         max_new_tokens=config.max_new_tokens, pad_token_id=config.pad_token_id,
+                         eos_token_id=config.eos_token_id)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    torch.set_rng_state(after)
+    return plain, wall, cpu
+
 class RolloutProbe:
     """Wraps the trainer's sampler and rollout: per rollout (one per step), the seconds and
     tokens of the trainer's `generate` calls (several with rollout_chunks > 1 or DAPO's
@@ -139,19 +160,10 @@ class RolloutProbe:
             add("tokens", output[:, kwargs["input_ids"].size(1):].numel())
             add("generate_calls", 1)
             if self.replay:
-                after = torch.get_rng_state()
-                torch.set_rng_state(state)  # the same draws: the same tokens, if the two samplers agree
-                config = kwargs["generation_config"]
-                start, cpu = time.perf_counter(), time.process_time()
-                with torch.no_grad():
-                    plain = trainer_generate(input_ids=kwargs["input_ids"], attention_mask=kwargs["attention_mask"],
-                                             do_sample=True, temperature=config.temperature, top_p=config.top_p,
-                                             top_k=0, max_new_tokens=config.max_new_tokens,
-                                             pad_token_id=config.pad_token_id, eos_token_id=config.eos_token_id)
-                add("plain_generate_s", time.perf_counter() - start)
-                add("plain_generate_cpu_s", time.process_time() - cpu)
+                plain, wall, cpu = plain_generate_replay(trainer_generate, kwargs, state)
+                add("plain_generate_s", wall)
+                add("plain_generate_cpu_s", cpu)
                 self.current["same_tokens"] = self.current.get("same_tokens", True) and bool(torch.equal(plain, output))
-                torch.set_rng_state(after)  # training goes on as if the replay had not happened
             return output
 
         model.generate = generate
@@ -395,18 +407,9 @@ class PhaseProbe:
             state = torch.get_rng_state()
             output = trainer_generate(*args, **kwargs)
             if self.floors:
-                after = torch.get_rng_state()
-                torch.set_rng_state(state)
-                config = kwargs["generation_config"]
-                start, cpu = time.perf_counter(), time.process_time()
-                with torch.no_grad():
-                    plain = trainer_generate(input_ids=kwargs["input_ids"], attention_mask=kwargs["attention_mask"],
-                                             do_sample=True, temperature=config.temperature, top_p=config.top_p,
-                                             top_k=0, max_new_tokens=config.max_new_tokens,
-                                             pad_token_id=config.pad_token_id, eos_token_id=config.eos_token_id)
-                add("sampling floor", time.perf_counter() - start, time.process_time() - cpu)
+                plain, wall, cpu = plain_generate_replay(trainer_generate, kwargs, state)
+                add("sampling floor", wall, cpu)
                 self.current["same tokens"] = self.current.get("same tokens", True) and bool(torch.equal(plain, output))
-                torch.set_rng_state(after)
             return output
 
         model.generate = generate
