@@ -138,26 +138,16 @@ def tail_mean(runs: list[list[dict]], key: str, points: int = 3) -> tuple[float,
     return mean_and_error(per_seed) if per_seed else None
 
 
-def batch_sizes(grid: Path, arms: list[str]) -> dict[str, int]:
-    """Each arm's train_batch_size, read from its first run's config.yaml."""
-    sizes = {}
+def config_values(grid: Path, arms: list[str], key: str) -> dict[str, int]:
+    """Each arm's integer config `key` (e.g. train_batch_size, group_size), read from its first
+    run's config.yaml."""
+    values = {}
     for arm in arms:
         for run in seed_dirs(grid / arm):
             if (run / "config.yaml").is_file():
-                sizes[arm] = int(yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))["train_batch_size"])
+                values[arm] = int(yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))[key])
                 break
-    return sizes
-
-
-def group_sizes(grid: Path, arms: list[str]) -> dict[str, int]:
-    """Each arm's group_size (responses per prompt), read from its first run's config.yaml."""
-    sizes = {}
-    for arm in arms:
-        for run in seed_dirs(grid / arm):
-            if (run / "config.yaml").is_file():
-                sizes[arm] = int(yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))["group_size"])
-                break
-    return sizes
+    return values
 
 
 def cumulative_budget(rows: list[dict], group_size: int) -> dict[int, dict[str, float]]:
@@ -259,7 +249,7 @@ def report_grid(grid: Path) -> tuple[Path, Path]:
         raise FileNotFoundError(f"{grid}: no run has logged metrics yet")
     scale = {arm: 1.0 for arm in arms}
     if spec.x_axis == "relative_data":
-        sizes = batch_sizes(grid, list(arms))
+        sizes = config_values(grid, list(arms), "train_batch_size")
         if len(sizes) != len(arms):
             raise FileNotFoundError(f"{grid}: x_axis relative_data needs each arm's config.yaml")
         scale = {arm: size / min(sizes.values()) for arm, size in sizes.items()}
@@ -276,7 +266,7 @@ def report_grid(grid: Path) -> tuple[Path, Path]:
 
 def budget_curves(grid: Path, by_seed: dict[str, dict[int, list[dict]]]) -> dict[str, list[dict[int, dict]]]:
     """arm -> each reported run's cumulative_budget (in the order of its runs)."""
-    sizes = group_sizes(grid, list(by_seed))
+    sizes = config_values(grid, list(by_seed), "group_size")
     return {arm: [cumulative_budget(rows, sizes.get(arm, 1)) for rows in runs.values()] for arm, runs in by_seed.items()}
 
 
