@@ -39,7 +39,7 @@ import yaml
 
 from microcoder.experiments.runner import (SHARED_FILE, load_grid_spec, resolve_run, run_state, shared_target,
                                            visible_reward_seconds)
-from microcoder.experiments.spec import Finding
+from microcoder.experiments.spec import ExperimentSpec, Finding
 from microcoder.experiments.verdict import (CONTRADICTED, IDLE, INCONCLUSIVE, REPRODUCED, RULE, UNTESTABLE, Verdict,
                                             identical_arms, mechanism_value, paired_verdict, value_at)
 from microcoder.training.plots import METRICS_FILE, read_metrics, series
@@ -479,35 +479,38 @@ def replace_block(page: Path, text: str, begin: str, end: str, block: str) -> st
     return head + block + rest.split(end, 1)[1]
 
 
-def summary_table(data: Path) -> str:
-    """One row per computed finding of every grid under `data` (a published DOCS/data):
-    aspect, claim, comparison, mean +- SE, MDE, paper's effect, verdict."""
+def published_verdicts(data: Path) -> list[tuple[ExperimentSpec, Finding, Verdict]]:
+    """(spec, finding, verdict) for every computed finding of every grid under `data` (a
+    published DOCS/data), grids in SUMMARY_ORDER."""
     grids = sorted((path.parent for path in data.glob("*/spec.yaml")),
                    key=lambda grid: (SUMMARY_ORDER.index(grid.name) if grid.name in SUMMARY_ORDER
                                      else len(SUMMARY_ORDER), grid.name))
-    lines = [RULE, "", "| aspect | the paper's claim | comparison | mean +- SE (n) | MDE | paper's effect | verdict |",
-             "|---|---|---|---|---|---|---|"]
+    results = []
     for grid in grids:
         spec = load_grid_spec(grid)
         runs = seed_runs(grid, spec)
-        for finding in spec.computed_findings:
-            verdict, _ = finding_result(finding, runs)
-            mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
-            effect = "-" if finding.paper_effect is None else f"{finding.paper_effect:+.3f}"
-            lines.append(f"| [{spec.name}]({spec.name}.md) | {finding.claim} | {finding.label} | "
-                         f"{mean_cell(verdict)} ({verdict.n}) | {mde} | {effect} | "
-                         f"{verdict_cell(verdict)} |")
+        results += [(spec, finding, finding_result(finding, runs)[0]) for finding in spec.computed_findings]
+    return results
+
+
+def summary_table(results: list[tuple[ExperimentSpec, Finding, Verdict]]) -> str:
+    """One row per finding of `published_verdicts`: aspect, claim, comparison, mean +- SE,
+    MDE, paper's effect, verdict."""
+    lines = [RULE, "", "| aspect | the paper's claim | comparison | mean +- SE (n) | MDE | paper's effect | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for spec, finding, verdict in results:
+        mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
+        effect = "-" if finding.paper_effect is None else f"{finding.paper_effect:+.3f}"
+        lines.append(f"| [{spec.name}]({spec.name}.md) | {finding.claim} | {finding.label} | "
+                     f"{mean_cell(verdict)} ({verdict.n}) | {mde} | {effect} | "
+                     f"{verdict_cell(verdict)} |")
     return "\n".join(lines)
 
 
-def verdict_counts(data: Path) -> str:
-    """One sentence counting the verdicts of every computed finding under `data`, in the
-    rule's order: "Of 39 findings: 8 reproduced, 2 contradicted, ..."."""
-    counts = Counter()
-    for grid in data.glob("*/spec.yaml"):
-        spec = load_grid_spec(grid.parent)
-        runs = seed_runs(grid.parent, spec)
-        counts.update(finding_result(finding, runs)[0].verdict for finding in spec.computed_findings)
+def verdict_counts(results: list[tuple[ExperimentSpec, Finding, Verdict]]) -> str:
+    """One sentence counting the verdicts of `published_verdicts`, in the rule's order:
+    "Of 39 findings: 8 reproduced, 2 contradicted, ..."."""
+    counts = Counter(verdict.verdict for _, _, verdict in results)
     order = (REPRODUCED, CONTRADICTED, INCONCLUSIVE, UNTESTABLE, IDLE)
     parts = ", ".join(f"{counts[name]} {name}" for name in order if counts[name])
     return f"Of {sum(counts.values())} findings: {parts}."
@@ -518,11 +521,12 @@ def publish_summary(docs: Path) -> Path:
     COUNTS line of the repository README two folders up when it has one (docs/experiments
     -> README.md)."""
     readme = docs / "README.md"
+    results = published_verdicts(docs / "data")
     front = docs.parent.parent / "README.md"
     if front.is_file() and COUNTS_BEGIN in (front_text := front.read_text(encoding="utf-8")):
-        line = f"{COUNTS_BEGIN}\n{verdict_counts(docs / 'data')}\n{COUNTS_END}"
+        line = f"{COUNTS_BEGIN}\n{verdict_counts(results)}\n{COUNTS_END}"
         front.write_text(replace_block(front, front_text, COUNTS_BEGIN, COUNTS_END, line), encoding="utf-8")
-    block = f"{SUMMARY_BEGIN}\n{summary_table(docs / 'data')}\n{SUMMARY_END}"
+    block = f"{SUMMARY_BEGIN}\n{summary_table(results)}\n{SUMMARY_END}"
     if readme.is_file():
         text = replace_block(readme, readme.read_text(encoding="utf-8"), SUMMARY_BEGIN, SUMMARY_END, block)
     else:
