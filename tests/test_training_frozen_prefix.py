@@ -23,7 +23,7 @@ def train_counting_frozen_rows(run_dir, reuse: str):
     rows went through the bottom layer outside sampling."""
     config = load_config(CONFIGS / "microcoder-tiny.yaml", [
         f"run_dir={run_dir}", "heldout_size=0", "total_steps=2", "train_top_layers=1", "save_every=0",
-        "beta=0.01", f"reuse_frozen_prefix={reuse}"])
+        "beta=0.01", f"reuse_frozen_prefix={reuse}", "shared_prefill=false"])  # every prompt forward inside generate
     model, tokenizer = tiny_model_and_tokenizer(seed=0, layers=4)
     saved = run_dir / "initial"  # TRL builds the reference model from the policy's path
     model.save_pretrained(saved)

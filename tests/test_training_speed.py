@@ -45,7 +45,8 @@ def tiny_trainer(run_dir, *overrides):
 def test_backward_stops_at_the_trained_layers_and_sampling_uses_the_cache(tmp_path):
     # The frozen layers run inside the update's forward here (not replayed from the
     # rollout), so that their output shows whether backward would reach them.
-    trainer = tiny_trainer(tmp_path, "reuse_frozen_prefix=false")
+    # Plain generate (no shared prefill): its first call is the prefill this test looks for.
+    trainer = tiny_trainer(tmp_path, "reuse_frozen_prefix=false", "shared_prefill=false")
     backbone = trainer.model.model
     frozen_output_needs_grad: list[bool] = []  # layer 0's output in the training forwards
     decode_lengths: list[int] = []  # input length of each backbone call inside generate

@@ -67,7 +67,7 @@ class TrainConfig(BaseModel):
     """Nucleus sampling; 1.0 samples the full distribution at temperature T, as the paper's ratio assumes."""
     rollout_chunks: int = 1
     """HF generate calls a rollout is sampled in (per process), so that judging can start on a chunk while the next is sampled (`reward_overlap`). The samples depend on it: each chunk is left-padded to its own longest prompt and draws from the random stream where the previous chunk stopped; compare runs at equal rollout_chunks. 1 with use_vllm (TRL's vLLM call returns a rollout's responses at once)."""
-    shared_prefill: bool = False
+    shared_prefill: bool = True
     """Sample a group's G responses from one prompt cache: each distinct prompt's tokens go through the model once per rollout instead of G times (`shared_prefill_generate`). The same tokens up to the rounding of a different batch shape."""
     reward_overlap: bool = True
     """Judge each sampled chunk in a background thread (the programs run in the sandbox's worker processes) while the trainer samples the next chunk and computes the old / reference log-probs; the step then waits only for what is left (`seconds_reward_visible`). Changes no verdict, reward or sample. False: judge after the log-prob passes, in TRL's order."""

@@ -99,6 +99,7 @@ from microcoder.training.frozen_prefix import FrozenPrefix, decoder_layers
 from microcoder.training.metrics import METRIC_KEYS, console_line
 from microcoder.training.plots import METRICS_FILE
 from microcoder.training.reward import EvaluatorReward, ScoredBatch, chunk_bounds, concat_scored
+from microcoder.training.scoring import completion_log_probs, final_norm
 from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
 
 STATE_FILE = "microcoder_state.json"
@@ -282,24 +283,26 @@ class MicroCoderTrainer(GRPOTrainer):
         return output
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
-                                           batch_size=None, **kwargs):
-        """TRL's log-probs of the completion tokens, batch by batch, each batch starting from
-        the frozen layers' recorded output when this rollout has seen its rows (text only)."""
-        multimodal = any(value is not None for name, value in kwargs.items()
-                         if name not in ("compute_entropy", "compute_aux_loss"))
-        if self.frozen_prefix is None or multimodal:
+                                           batch_size=None, compute_entropy=False, **kwargs):
+        """TRL's log-probs (and entropies) of the completion tokens, batch by batch, the LM head
+        run on the completion positions only (`scoring`), each batch starting from the frozen
+        layers' recorded output when this rollout has seen its rows. Text models only; TRL's
+        own path otherwise."""
+        norm = final_norm(self.accelerator.unwrap_model(model))
+        if norm is None or any(value is not None and value is not False for value in kwargs.values()):
             return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                              batch_size, **kwargs)
+                                                              batch_size, compute_entropy=compute_entropy, **kwargs)
         batch_size = batch_size or input_ids.size(0)
-        parts = []
+        logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
             ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
-            with self.frozen_prefix.around_forward(self.accelerator.unwrap_model(model), ids, mask):
-                parts.append(super()._get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep, **kwargs))
-        logps = torch.cat([part[0] for part in parts])
-        entropies = torch.cat([part[1] for part in parts]) if parts[0][1] is not None else None
-        aux_loss = torch.stack([part[2] for part in parts]).mean() if parts[0][2] is not None else None
-        return logps, entropies, aux_loss
+            replay = (self.frozen_prefix.around_forward(self.accelerator.unwrap_model(model), ids, mask)
+                      if self.frozen_prefix is not None else contextlib.nullcontext())
+            with replay, self.accelerator.autocast():
+                part = completion_log_probs(model, norm, ids, mask, logits_to_keep)
+            logps.append(part[0])
+            entropies.append(part[1])
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
 
     def sample_and_score(self, inputs: list[dict]) -> dict:
         """TRL's rollout of `inputs` (sample, old / reference log-probs, reward), the reward
