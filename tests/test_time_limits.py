@@ -48,6 +48,26 @@ def test_limit_is_a_multiple_of_the_slowest_test_within_floor_and_cap():
         time_limit_from_reference([], 3, 1.0, 6)
 
 
+def test_limit_is_rounded_up_onto_the_step():
+    # slowest 0.34 s x 3 = 1.02 -> next multiple of 0.5 is 1.5; 0.36 s x 3 = 1.08 -> also 1.5,
+    # where 0.01 s steps gave 1.02 and 1.08: CPU-time noise inside a step leaves the limit alone
+    assert time_limit_from_reference([0.34], 3, 1.0, 6, step_s=0.5) == 1.5
+    assert time_limit_from_reference([0.36], 3, 1.0, 6, step_s=0.5) == 1.5
+    # 0.5 x 3 = 1.5 exactly stays 1.5 (not the next step); 0.51 x 3 = 1.53 -> 2.0
+    assert time_limit_from_reference([0.5], 3, 1.0, 6, step_s=0.5) == 1.5
+    assert time_limit_from_reference([0.51], 3, 1.0, 6, step_s=0.5) == 2.0
+    # 1.9 x 3 = 5.7 -> 6.0, at the cap; 0.1 x 3 = 0.3 -> 0.5 -> the 1 s floor
+    assert time_limit_from_reference([1.9], 3, 1.0, 6, step_s=0.5) == 6.0
+    assert time_limit_from_reference([0.1], 3, 1.0, 6, step_s=0.5) == 1.0
+
+
+def test_step_must_be_positive_and_is_named():
+    from microcoder.data.config import ValidateConfig
+    for bad in (0, -0.5, "0.5", True):
+        with pytest.raises(ValueError, match="validate.time_limit_step_s"):
+            ValidateConfig(time_limit_step_s=bad)
+
+
 @pytest.mark.parametrize("settings, named", [
     ({"time_limit_multiple": 0.5}, "time_limit_multiple"),
     ({"time_limit_floor_s": 0}, "time_limit_floor_s"),
@@ -193,7 +213,8 @@ def test_validate_writes_limits_from_reference_timings(tmp_path):
             handle.write(problem.model_dump_json() + "\n")
     config = PipelineConfig(sources=[SourceConfig(path=str(source), format="canonical")],
                             work_dir=str(tmp_path / "work"), progress=False, workers=2)
-    config.validate = ValidateConfig(time_limit_multiple=2, time_limit_floor_s=0.3, time_limit_cap_s=0.6)
+    config.validate = ValidateConfig(time_limit_multiple=2, time_limit_floor_s=0.3, time_limit_cap_s=0.6,
+                                     time_limit_step_s=0.1)
     run_stage(config, "ingest", log=lambda _: None)
     run_stage(config, "validate", log=lambda _: None)
     kept = {json.loads(line)["id"]: json.loads(line) for line in
@@ -207,7 +228,7 @@ def test_validate_writes_limits_from_reference_timings(tmp_path):
     assert times["heavy"][0] >= 0.4
     limits = {pid: problem["time_limit_s"] for pid, problem in kept.items()}
     assert limits["trivial"] == 0.3                                                  # the floor
-    assert limits["middle"] == math.ceil(2 * times["middle"][1] * 100) / 100       # 2 x slowest
+    assert limits["middle"] == round(math.ceil(2 * times["middle"][1] * 10) / 10, 6)  # 2 x slowest, up to 0.1
     assert 0.4 <= limits["middle"] <= 0.6
     assert limits["heavy"] == 0.6                                                    # the cap
     assert limits["no-reference-own-limit"] == 1.5 and limits["no-reference"] is None
@@ -218,7 +239,7 @@ def test_validate_writes_limits_from_reference_timings(tmp_path):
     summary = read_manifest(config, "validate")["extra"]["time_limits"]
     assert summary["from"] == {"reference": 3, "source": 1, "default": 1}
     assert (summary["at_floor"], summary["at_cap"]) == (1, 1)
-    assert summary["rule"] == {"multiple": 2, "floor_s": 0.3, "cap_s": 0.6}
+    assert summary["rule"] == {"multiple": 2, "floor_s": 0.3, "cap_s": 0.6, "step_s": 0.1}
     cached = [json.loads(line) for line in (config.stage_dir("validate") / "reference_verdicts.jsonl").read_text().splitlines()]
     assert {record["id"]: record["test_cpu_s"] for record in cached} == times
 
@@ -231,8 +252,9 @@ def test_validate_writes_limits_from_reference_timings(tmp_path):
     run_stage(config, "validate", context=NoEvaluator(config), log=lambda _: None)
     rederived = {json.loads(line)["id"]: json.loads(line)["time_limit_s"] for line in
                  (config.stage_dir("validate") / "problems.jsonl").read_text().splitlines()}
-    assert rederived["heavy"] == math.ceil(3 * max(times["heavy"]) * 100) / 100
-    assert rederived["trivial"] == max(0.1, math.ceil(3 * max(times["trivial"]) * 100) / 100)
+    # the default 0.5 s step: heavy 3 x >= 0.4 s -> the next multiple of 0.5; trivial 3 x < 0.15 -> 0.5
+    assert rederived["heavy"] == math.ceil(3 * max(times["heavy"]) * 2) / 2
+    assert rederived["trivial"] == 0.5
 
     # Off: references still run (and are timed), limits stay the source's.
     config.validate = ValidateConfig(time_limits_from_reference=False)

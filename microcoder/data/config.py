@@ -80,9 +80,13 @@ class ValidateConfig:
     time_limit_cap_s: float = 6.0
     """The greatest limit, what an infinite loop may cost per test: 1.5x the 4 s a
     reference may take (`time_limit_s`), above the 1.41x rerun variation measured."""
+    time_limit_step_s: float = 0.5
+    """Derived limits are rounded up to a multiple of this, as judges publish coarse limits,
+    so CPU-time noise moves a limit only when it crosses a step: at 0.01 s steps a
+    reference near 0.33 s or slower changed its limit between two builds."""
 
     def __post_init__(self) -> None:
-        for name in ("time_limit_multiple", "time_limit_floor_s", "time_limit_cap_s"):
+        for name in ("time_limit_multiple", "time_limit_floor_s", "time_limit_cap_s", "time_limit_step_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"validate.{name} must be a positive number, got {value!r}")

@@ -288,7 +288,8 @@ def time_limit_section(problems: list[Problem], config: PipelineConfig) -> list[
     lines = ["## Time limits", ""]
     if origin["reference"]:
         lines += [f"Per-test CPU limits (`time_limit_s`) from each reference solution's slowest test: "
-                  f"{settings.time_limit_multiple:g} x its CPU time, rounded up to 0.01 s, within "
+                  f"{settings.time_limit_multiple:g} x its CPU time, rounded up to a multiple of "
+                  f"{settings.time_limit_step_s:g} s, within "
                   f"[{floor_s:g} s, {cap_s:g} s] (`validate.time_limit_*`; the defaults are measured in "
                   "docs/data_pipeline.md, \"Time limits\", which also counts the verdicts they change).", ""]
     lines += [f"Problems with a limit from their reference: {origin['reference']}; with their source's own: "

@@ -30,7 +30,7 @@ Per problem, in order:
    after each batch, so an interrupted run loses at most one batch.
 4. Time limit. A problem whose reference passed gets `metadata.reference_cpu_s` (CPU
    seconds of each test's run, in test order) and `time_limit_s` =
-   `time_limit_multiple` x its slowest test, rounded up to 0.01 s, within
+   `time_limit_multiple` x its slowest test, rounded up to `time_limit_step_s`, within
    [`time_limit_floor_s`, `time_limit_cap_s`] (`time_limit_from_reference`), as judges
    set a limit from the author's solution. Others keep the source's limit, or none (the
    judge's default applies). `metadata.time_limit_from` says which: `reference`,
@@ -316,13 +316,15 @@ def reference_key(problem: Problem) -> str:
                      problem.time_limit_s, problem.memory_limit_mb)
 
 
-def time_limit_from_reference(test_cpu_seconds: list[float], multiple: float, floor_s: float, cap_s: float) -> float:
+def time_limit_from_reference(test_cpu_seconds: list[float], multiple: float, floor_s: float, cap_s: float,
+                              step_s: float = 0.01) -> float:
     """CPU seconds per test for a problem whose reference took `test_cpu_seconds` (one per
-    test): `multiple` x the slowest, rounded up to 0.01 s, then clamped to [floor_s, cap_s].
-    Pure. E.g. slowest 0.1234 s, multiple 3: 0.3702 -> 0.38, below a 1 s floor -> 1.0."""
+    test): `multiple` x the slowest, rounded up to a multiple of `step_s`, then clamped to
+    [floor_s, cap_s]. Pure. E.g. slowest 0.4 s, multiple 3, step 0.5: 1.2 -> 1.5."""
     if not test_cpu_seconds:
         raise ValueError("no test times: a limit needs at least one reference run")
-    scaled = math.ceil(round(multiple * max(test_cpu_seconds) * 100, 6)) / 100
+    steps = math.ceil(round(multiple * max(test_cpu_seconds) / step_s, 6))
+    scaled = round(steps * step_s, 6)
     return min(cap_s, max(floor_s, scaled))
 
 
@@ -400,7 +402,8 @@ def validate_problems(problems: list[Problem], config: PipelineConfig, context: 
             problem.metadata["reference_cpu_s"] = times
         if times is not None and settings.time_limits_from_reference:
             problem.time_limit_s = time_limit_from_reference(times, settings.time_limit_multiple,
-                                                             settings.time_limit_floor_s, settings.time_limit_cap_s)
+                                                             settings.time_limit_floor_s, settings.time_limit_cap_s,
+                                                             settings.time_limit_step_s)
             problem.metadata["time_limit_from"] = "reference"
         else:
             problem.metadata["time_limit_from"] = "source" if problem.time_limit_s is not None else "default"
@@ -461,7 +464,7 @@ def time_limit_summary(problems: list[Problem], settings: ValidateConfig) -> dic
 
     return {
         "rule": {"multiple": settings.time_limit_multiple, "floor_s": settings.time_limit_floor_s,
-                 "cap_s": settings.time_limit_cap_s},
+                 "cap_s": settings.time_limit_cap_s, "step_s": settings.time_limit_step_s},
         "from": dict(from_counts),
         "at_floor": sum(limit == settings.time_limit_floor_s for limit in limits),
         "at_cap": sum(limit == settings.time_limit_cap_s for limit in limits),
