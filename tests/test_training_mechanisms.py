@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 from microcoder.training.config import load_config
 from microcoder.policy.model import tiny_model_and_tokenizer
 from microcoder.training.run import build_trainer, new_run_dir, run_training
-from microcoder.training.trainer import merge_rollouts
+from microcoder.training.rollouts import merge_rollouts
 from tests.test_training_presets import CONFIGS, last_checkpoint, read_metrics
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
