@@ -100,7 +100,7 @@ def reference_derived_limit(evaluator: Evaluator, problem: Problem, reference: s
         raise RuntimeError(f"the reference fails its own problem: {result.verdict} {result.detail}")
     rule = ValidateConfig()
     limit = time_limit_from_reference(result.test_cpu_seconds, rule.time_limit_multiple, rule.time_limit_floor_s,
-                                      rule.time_limit_cap_s)
+                                      rule.time_limit_cap_s, rule.time_limit_step_s)
     return limit, max(result.test_cpu_seconds)
 
 

@@ -35,17 +35,17 @@ def burn(seconds: float) -> str:
 
 def test_limit_is_a_multiple_of_the_slowest_test_within_floor_and_cap():
     # slowest 0.1234 s x 3 = 0.3702, rounded up to 0.01 -> 0.38; floor 0.2 and cap 6 leave it
-    assert time_limit_from_reference([0.01, 0.1234, 0.05], 3, 0.2, 6) == 0.38
+    assert time_limit_from_reference([0.01, 0.1234, 0.05], 3, 0.2, 6, 0.01) == 0.38
     # the same under a 1 s floor -> 1.0
-    assert time_limit_from_reference([0.01, 0.1234, 0.05], 3, 1.0, 6) == 1.0
+    assert time_limit_from_reference([0.01, 0.1234, 0.05], 3, 1.0, 6, 0.01) == 1.0
     # slowest 2.5 s x 3 = 7.5 -> capped at 6
-    assert time_limit_from_reference([2.5, 0.3], 3, 1.0, 6) == 6
+    assert time_limit_from_reference([2.5, 0.3], 3, 1.0, 6, 0.01) == 6
     # 0.1 x 2 = 0.2 exactly (0.2 * 100 is 20.000000000000004 in floats): not rounded up to 0.21
-    assert time_limit_from_reference([0.1, 0.05], 2, 0.01, 6) == 0.2
+    assert time_limit_from_reference([0.1, 0.05], 2, 0.01, 6, 0.01) == 0.2
     # 0.0004 x 3 = 0.0012 -> 0.01 (the rounding step), under a 0.001 floor
-    assert time_limit_from_reference([0.0004], 3, 0.001, 6) == 0.01
+    assert time_limit_from_reference([0.0004], 3, 0.001, 6, 0.01) == 0.01
     with pytest.raises(ValueError):
-        time_limit_from_reference([], 3, 1.0, 6)
+        time_limit_from_reference([], 3, 1.0, 6, 0.01)
 
 
 def test_limit_is_rounded_up_onto_the_step():

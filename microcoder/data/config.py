@@ -82,8 +82,8 @@ class ValidateConfig:
     reference may take (`time_limit_s`), above the 1.41x rerun variation measured."""
     time_limit_step_s: float = 0.5
     """Derived limits are rounded up to a multiple of this, as judges publish coarse limits,
-    so CPU-time noise moves a limit only when it crosses a step: at 0.01 s steps a
-    reference near 0.33 s or slower changed its limit between two builds."""
+    so CPU-time noise moves a limit only when it crosses a step (docs/data_pipeline.md,
+    "Two builds in a row")."""
 
     def __post_init__(self) -> None:
         for name in ("time_limit_multiple", "time_limit_floor_s", "time_limit_cap_s", "time_limit_step_s"):

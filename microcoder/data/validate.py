@@ -317,7 +317,7 @@ def reference_key(problem: Problem) -> str:
 
 
 def time_limit_from_reference(test_cpu_seconds: list[float], multiple: float, floor_s: float, cap_s: float,
-                              step_s: float = 0.01) -> float:
+                              step_s: float) -> float:
     """CPU seconds per test for a problem whose reference took `test_cpu_seconds` (one per
     test): `multiple` x the slowest, rounded up to a multiple of `step_s`, then clamped to
     [floor_s, cap_s]. Pure. E.g. slowest 0.4 s, multiple 3, step 0.5: 1.2 -> 1.5."""

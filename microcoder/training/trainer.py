@@ -260,7 +260,8 @@ class MicroCoderTrainer(GRPOTrainer):
         run on the completion positions only (`scoring`), each batch starting from the frozen
         layers' recorded output when this rollout has seen its rows. Text models only; TRL's
         own path otherwise."""
-        norm = final_norm(self.accelerator.unwrap_model(model))
+        unwrapped = self.accelerator.unwrap_model(model)
+        norm = final_norm(unwrapped)
         if norm is None or any(value is not None and value is not False for value in kwargs.values()):
             return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                               batch_size, compute_entropy=compute_entropy, **kwargs)
@@ -268,7 +269,7 @@ class MicroCoderTrainer(GRPOTrainer):
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
             ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
-            replay = (self.frozen_prefix.around_forward(self.accelerator.unwrap_model(model), ids, mask)
+            replay = (self.frozen_prefix.around_forward(unwrapped, ids, mask)
                       if self.frozen_prefix is not None else contextlib.nullcontext())
             with replay, self.accelerator.autocast():
                 part = completion_log_probs(model, norm, ids, mask, logits_to_keep)
