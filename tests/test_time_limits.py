@@ -265,6 +265,27 @@ def test_validate_writes_limits_from_reference_timings(tmp_path):
     assert off["heavy"]["metadata"]["reference_cpu_s"] == times["heavy"]
 
 
+@pytest.mark.parametrize("margin, runs", [(1.5, 3), (1.0, 1)])
+def test_a_reference_just_below_the_floors_edge_is_timed_like_one_above_it(tmp_path, margin, runs):
+    """Multiple 3 over a 1 s floor: the limit leaves the floor at a slowest test of 1/3 s. A
+    reference taking ~0.25 s is below that edge but within 1.5x of it, so it is run three
+    times (as one above the edge is) and keeps its least times; with no margin it runs once."""
+    source = tmp_path / "made_up.jsonl"
+    problem = ADD.model_copy(update={"id": "near-edge", "metadata": {"reference_solution": burn(0.25)}})
+    source.write_text(problem.model_dump_json() + "\n")
+    config = PipelineConfig(sources=[SourceConfig(path=str(source), format="canonical")],
+                            work_dir=str(tmp_path / "work"), progress=False, workers=1)
+    config.validate = ValidateConfig(retime_margin=margin)
+    run_stage(config, "ingest", log=lambda _: None)
+    run_stage(config, "validate", log=lambda _: None)
+    [record] = [json.loads(line) for line in
+                (config.stage_dir("validate") / "reference_verdicts.jsonl").read_text().splitlines()]
+    assert record["verdict"] == "accepted" and record.get("runs", 1) == runs
+    assert 0.25 <= max(record["test_cpu_s"]) < 1 / 3
+    with pytest.raises(ValueError, match="retime_margin"):
+        ValidateConfig(retime_margin=0.9)
+
+
 def test_a_canonical_source_row_with_a_bad_limit_is_a_reject_naming_it(tmp_path):
     source = tmp_path / "rows.jsonl"
     source.write_text(ADD.model_dump_json() + "\n" + json.dumps({**ADD.model_dump(), "id": "zero", "time_limit_s": 0})

@@ -65,6 +65,12 @@ class ValidateConfig:
     corpus. 1 runs every reference once."""
     retime_above: float = 0.5
     """Fraction of the reference limit (`time_limit_s`) from which a passing run is re-timed."""
+    retime_margin: float = 1.5
+    """A passing run whose slowest test is within this factor below the time at which its
+    derived limit leaves the floor (floor / multiple) is re-timed too, so a reference near
+    that edge is timed the same way (least of `retime_runs`) in every build, whichever side
+    of the edge its first run falls. 1.5 covers the 1.41x rerun variation measured on tests
+    of 100 ms or more (docs/data_pipeline.md, "Time limits")."""
     time_limits_from_reference: bool = True
     """Set the `time_limit_s` of each problem whose reference passes to
     time_limit_multiple x its slowest test's CPU time, within [floor, cap] (validate.py);
@@ -93,6 +99,9 @@ class ValidateConfig:
         if self.time_limit_multiple < 1:
             raise ValueError(f"validate.time_limit_multiple must be at least 1 (the reference must pass its own "
                              f"limit), got {self.time_limit_multiple!r}")
+        if isinstance(self.retime_margin, bool) or not isinstance(self.retime_margin, (int, float)) \
+                or self.retime_margin < 1:
+            raise ValueError(f"validate.retime_margin must be at least 1, got {self.retime_margin!r}")
         for name in ("min_tests", "retime_runs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -24,7 +24,8 @@ Per problem, in order:
 3. Reference. `metadata.reference_solution` runs through the evaluator on every test;
    a problem whose reference is not accepted is removed with the verdict. A run whose
    time decides something (a timeout, a test at `retime_above` of the limit or more, a
-   time that sets a derived limit above the floor) is repeated up to `retime_runs` runs
+   time that sets a derived limit above the floor or is within `retime_margin` of doing
+   so) is repeated up to `retime_runs` runs
    in all: accepted if one is, each test's least time over the accepted runs. Verdicts and
    each test's CPU time are cached by content under `validate/reference_verdicts.jsonl`
    after each batch, so an interrupted run loses at most one batch.
@@ -511,16 +512,16 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
     return failed, timings
 
 
-def needs_retiming(result: Any, limit_s: float, above: float, sets_limit_from_s: float | None = None) -> bool:
+def needs_retiming(result: Any, limit_s: float, above: float, retime_from_s: float | None = None) -> bool:
     """A reference run whose time decides something: timed out, passed with its slowest
-    test at `above` x the limit or more, or (with `sets_limit_from_s`) passed slowly
-    enough that its time sets the problem's derived limit (above the floor). Pure."""
+    test at `above` x the limit or more, or (with `retime_from_s`) passed with its slowest
+    test at `retime_from_s` or more (near or above where its time sets the derived limit). Pure."""
     if result.verdict == "time_limit_exceeded":
         return True
     if result.verdict != "accepted" or not result.test_cpu_seconds:
         return False
     slowest = max(result.test_cpu_seconds)
-    return slowest >= above * limit_s or (sets_limit_from_s is not None and slowest >= sets_limit_from_s)
+    return slowest >= above * limit_s or (retime_from_s is not None and slowest >= retime_from_s)
 
 
 def _retimed(batch: list[Problem], results: list[Any], config: PipelineConfig,
@@ -530,10 +531,12 @@ def _retimed(batch: list[Problem], results: list[Any], config: PipelineConfig,
     from microcoder.evaluator import Sample
 
     settings = config.validate
-    # The derived limit is multiple x the slowest test, so it rises above the floor from here.
-    sets_limit_from_s = settings.time_limit_floor_s / settings.time_limit_multiple if settings.time_limits_from_reference else None
+    # The derived limit is multiple x the slowest test, so it rises above the floor from
+    # floor / multiple; runs within retime_margin below that are timed the same way.
+    retime_from_s = (settings.time_limit_floor_s / settings.time_limit_multiple / settings.retime_margin
+                     if settings.time_limits_from_reference else None)
     near = [(problem, result) for problem, result in zip(batch, results)
-            if needs_retiming(result, config.time_limit_s, settings.retime_above, sets_limit_from_s)]
+            if needs_retiming(result, config.time_limit_s, settings.retime_above, retime_from_s)]
     runs = {problem.id: [result] for problem, result in near}
     for _ in range(settings.retime_runs - 1):
         if not near:
