@@ -33,8 +33,9 @@ def sample_responses(model, tokenizer, prompts: list[str], temperature: float, m
         chunk = order[start : start + batch_size]
         batch = tokenizer([prompts[i] for i in chunk], return_tensors="pt", padding=True)
         with torch.no_grad():
-            out = model.generate(**batch, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
-                                 max_new_tokens=max_new_tokens)
+            decoding = (dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0
+                        else dict(do_sample=False))  # 0: greedy, as the trainer's held-out evaluation
+            out = model.generate(**batch, **decoding, max_new_tokens=max_new_tokens)
         new = out[:, batch["input_ids"].shape[1] :]
         for row, index in enumerate(chunk):
             tokens = new[row]
@@ -152,7 +153,7 @@ def main() -> None:
     parser.add_argument("--templates", default="", help="comma-separated template names (default: all)")
     parser.add_argument("--per-template", type=int, default=0, help="only the first N problems of each template")
     parser.add_argument("--n", type=int, default=4, help="samples per problem")
-    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--temperature", type=float, default=0.7, help="0: greedy (one response per problem)")
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
