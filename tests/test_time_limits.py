@@ -286,6 +286,46 @@ def test_a_reference_just_below_the_floors_edge_is_timed_like_one_above_it(tmp_p
         ValidateConfig(retime_margin=0.9)
 
 
+def test_a_build_seeded_with_anothers_timings_runs_no_reference_and_keeps_its_limits(tmp_path):
+    """Build A times its references; build B, from an empty work_dir with
+    `reference_timings_from` A's cache, runs none of them and derives the same limits
+    from A's times, so B's corpus equals A's. A bad row of that file is named."""
+    source = tmp_path / "made_up.jsonl"
+    rows = [ADD.model_copy(update={"id": "quick", "metadata": {"reference_solution": ADD_CODE}}),
+            ADD.model_copy(update={"id": "slower", "prompt": "Add slowly.", "metadata": {"reference_solution": burn(0.15)}})]
+    source.write_text("".join(problem.model_dump_json() + "\n" for problem in rows))
+    rule = dict(time_limit_multiple=3, time_limit_floor_s=0.1, time_limit_cap_s=5, time_limit_step_s=0.01)
+
+    def build(name: str, context_class=StageContext, **validate) -> PipelineConfig:
+        config = PipelineConfig(sources=[SourceConfig(path=str(source), format="canonical")],
+                                work_dir=str(tmp_path / name), progress=False, workers=1)
+        config.validate = ValidateConfig(**rule, **validate)
+        run_stage(config, "ingest", log=lambda _: None)
+        run_stage(config, "validate", context=context_class(config), log=lambda _: None)
+        return config
+
+    class NoEvaluator(StageContext):
+        def evaluator(self):
+            raise AssertionError("a reference ran although the seed build had timed it")
+
+    first = build("a")
+    cache = first.stage_dir("validate") / "reference_verdicts.jsonl"
+    second = build("b", NoEvaluator, reference_timings_from=str(cache))
+    corpus = [(config.stage_dir("validate") / "problems.jsonl").read_text() for config in (first, second)]
+    assert corpus[0] == corpus[1]
+    limits = {json.loads(line)["id"]: json.loads(line)["time_limit_s"] for line in corpus[0].splitlines()}
+    assert limits["quick"] == 0.1 and limits["slower"] >= 0.45  # 3 x >= 0.15 s, on 0.01 s steps
+    assert (second.stage_dir("validate") / "reference_verdicts.jsonl").read_text() == cache.read_text()
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(cache.read_text() + json.dumps({"key": "k"}) + "\n")
+    with pytest.raises(ProblemFormatError) as error:
+        build("c", reference_timings_from=str(bad))
+    assert (error.value.path, error.value.row, error.value.field) == (str(bad), 3, "verdict")
+    with pytest.raises(FileNotFoundError, match="reference_timings_from"):
+        build("d", reference_timings_from=str(tmp_path / "absent.jsonl"))
+
+
 def test_a_canonical_source_row_with_a_bad_limit_is_a_reject_naming_it(tmp_path):
     source = tmp_path / "rows.jsonl"
     source.write_text(ADD.model_dump_json() + "\n" + json.dumps({**ADD.model_dump(), "id": "zero", "time_limit_s": 0})

@@ -63,6 +63,12 @@ class ValidateConfig:
     many times in all; it passes if one run passes, and each test's CPU time is its least
     over the passing runs (load only ever adds time), so one noisy run does not change the
     corpus. 1 runs every reference once."""
+    reference_timings_from: str | None = None
+    """Another build's `validate/reference_verdicts.jsonl`: each reference whose content key
+    (code, tests, checker, limits) is found there takes that build's verdict and CPU times
+    instead of running, so a rebuild reproduces its limits exactly; the others run. CPU time
+    is a measurement: two builds from nothing differ in the few limits whose reference sits
+    within noise of a step's edge (docs/data_pipeline.md, "Two builds in a row")."""
     retime_above: float = 0.5
     """Fraction of the reference limit (`time_limit_s`) from which a passing run is re-timed."""
     retime_margin: float = 1.5

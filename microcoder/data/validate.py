@@ -52,6 +52,7 @@ import json
 import math
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from microcoder.data.config import PipelineConfig, ValidateConfig
@@ -60,7 +61,7 @@ from microcoder.data.loaders import signature_misfit, stdin_checker, unjudgeable
 from microcoder.data.records import Reject
 from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.evaluator.compare import judge_call
-from microcoder.problems import Checker, Problem, TestCase
+from microcoder.problems import Checker, Problem, ProblemFormatError, TestCase, iter_jsonl
 
 _COUNT_WORDS = {"a single": 1, "one": 1, "an": 1, "a": 1, "exactly one": 1, "two": 2, "three": 3, "four": 4,
                 "five": 5, "six": 6}
@@ -485,6 +486,13 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
                                         if record.get("verdict") != "accepted" or "test_cpu_s" in record}
     todo = [p for p in problems if isinstance(p.metadata.get("reference_solution"), str)]
     keys = {p.id: reference_key(p) for p in todo}
+    if config.validate.reference_timings_from is not None:
+        adopted = _adopted_timings(config.resolve(config.validate.reference_timings_from),
+                                   set(keys.values()) - set(cache))
+        with open(cache_path, "a", encoding="utf-8") as handle:  # this build's cache stands on its own
+            for record in adopted:
+                cache[record["key"]] = record
+                handle.write(json.dumps(record) + "\n")
     failed: dict[str, str] = {}
     timings: dict[str, list[float]] = {}
     pending = [p for p in todo if keys[p.id] not in cache]
@@ -510,6 +518,21 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
         else:
             timings[problem.id] = record["test_cpu_s"]
     return failed, timings
+
+
+def _adopted_timings(path: Path, wanted: set[str]) -> list[dict[str, Any]]:
+    """The records of another build's reference cache (`path`) whose key is in `wanted`."""
+    if not path.is_file():
+        raise FileNotFoundError(f"validate.reference_timings_from: {path} does not exist (another build's "
+                                f"validate/reference_verdicts.jsonl)")
+    adopted: dict[str, dict[str, Any]] = {}
+    for row, record in iter_jsonl(path):
+        for field in ("key", "verdict"):
+            if not isinstance(record, dict) or not isinstance(record.get(field), str):
+                raise ProblemFormatError(path, row, field, "missing: not a validate/reference_verdicts.jsonl")
+        if record["key"] in wanted and (record["verdict"] != "accepted" or "test_cpu_s" in record):
+            adopted[record["key"]] = record
+    return list(adopted.values())
 
 
 def needs_retiming(result: Any, limit_s: float, above: float, retime_from_s: float | None = None) -> bool:
