@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument("--templates", default="", help="comma-separated template names (default: all)")
     parser.add_argument("--per-template", type=int, default=0, help="only the first N problems of each template")
     parser.add_argument("--n", type=int, default=4, help="samples per problem")
-    parser.add_argument("--temperature", type=float, default=0.7, help="0: greedy (one response per problem)")
+    parser.add_argument("--temperature", type=float, default=0.7, help="0: greedy (use --n 1: every sample is the same)")
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")

@@ -59,7 +59,8 @@ class ValidateConfig:
     reward's own test budget is a training setting."""
     retime_runs: int = 3
     """A reference run that times out, whose slowest test takes `retime_above` of the
-    per-test limit or more, or whose time sets a derived limit above the floor, is run this
+    per-test limit or more, or whose time sets a derived limit above the floor or comes
+    within `retime_margin` of doing so, is run this
     many times in all; it passes if one run passes, and each test's CPU time is its least
     over the passing runs (load only ever adds time), so one noisy run does not change the
     corpus. 1 runs every reference once."""
@@ -68,7 +69,9 @@ class ValidateConfig:
     (code, tests, checker, limits) is found there takes that build's verdict and CPU times
     instead of running, so a rebuild reproduces its limits exactly; the others run. CPU time
     is a measurement: two builds from nothing differ in the few limits whose reference sits
-    within noise of a step's edge (docs/data_pipeline.md, "Two builds in a row")."""
+    within noise of a step's edge (docs/data_pipeline.md, "Two builds in a row").
+    References already in this build's own cache keep it: to reproduce a build, start from
+    an empty work_dir."""
     retime_above: float = 0.5
     """Fraction of the reference limit (`time_limit_s`) from which a passing run is re-timed."""
     retime_margin: float = 1.5
@@ -76,7 +79,8 @@ class ValidateConfig:
     derived limit leaves the floor (floor / multiple) is re-timed too, so a reference near
     that edge is timed the same way (least of `retime_runs`) in every build, whichever side
     of the edge its first run falls. 1.5 covers the 1.41x rerun variation measured on tests
-    of 100 ms or more (docs/data_pipeline.md, "Time limits")."""
+    of 100 ms or more (docs/data_pipeline.md, "Time limits"). Cached verdicts are not
+    re-timed when it changes."""
     time_limits_from_reference: bool = True
     """Set the `time_limit_s` of each problem whose reference passes to
     time_limit_multiple x its slowest test's CPU time, within [floor, cap] (validate.py);
@@ -106,8 +110,12 @@ class ValidateConfig:
             raise ValueError(f"validate.time_limit_multiple must be at least 1 (the reference must pass its own "
                              f"limit), got {self.time_limit_multiple!r}")
         if isinstance(self.retime_margin, bool) or not isinstance(self.retime_margin, (int, float)) \
-                or self.retime_margin < 1:
-            raise ValueError(f"validate.retime_margin must be at least 1, got {self.retime_margin!r}")
+                or not math.isfinite(self.retime_margin) or self.retime_margin < 1:
+            raise ValueError(f"validate.retime_margin must be a finite number >= 1, got {self.retime_margin!r}")
+        if self.reference_timings_from is not None and (not isinstance(self.reference_timings_from, str)
+                                                        or not self.reference_timings_from):
+            raise ValueError(f"validate.reference_timings_from must be a path (a string) or null, "
+                             f"got {self.reference_timings_from!r}")
         for name in ("min_tests", "retime_runs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

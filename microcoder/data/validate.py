@@ -28,7 +28,8 @@ Per problem, in order:
    so) is repeated up to `retime_runs` runs
    in all: accepted if one is, each test's least time over the accepted runs. Verdicts and
    each test's CPU time are cached by content under `validate/reference_verdicts.jsonl`
-   after each batch, so an interrupted run loses at most one batch.
+   after each batch, so an interrupted run loses at most one batch; with
+   `reference_timings_from` they are taken from another build's cache where it has them.
 4. Time limit. A problem whose reference passed gets `metadata.reference_cpu_s` (CPU
    seconds of each test's run, in test order) and `time_limit_s` =
    `time_limit_multiple` x its slowest test, rounded up to `time_limit_step_s`, within
@@ -526,11 +527,21 @@ def _adopted_timings(path: Path, wanted: set[str]) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"validate.reference_timings_from: {path} does not exist (another build's "
                                 f"validate/reference_verdicts.jsonl)")
     adopted: dict[str, dict[str, Any]] = {}
+    def bad(row: int, field: str) -> ProblemFormatError:
+        return ProblemFormatError(path, row, field, "missing or of the wrong type: not a validate/reference_verdicts.jsonl")
+
     for row, record in iter_jsonl(path):
-        for field in ("key", "verdict"):
+        for field in ("key", "verdict", "detail"):
             if not isinstance(record, dict) or not isinstance(record.get(field), str):
-                raise ProblemFormatError(path, row, field, "missing: not a validate/reference_verdicts.jsonl")
-        if record["key"] in wanted and (record["verdict"] != "accepted" or "test_cpu_s" in record):
+                raise bad(row, field)
+        for field in ("tests_passed", "tests_total"):
+            if isinstance(record.get(field), bool) or not isinstance(record.get(field), int):
+                raise bad(row, field)
+        times = record.get("test_cpu_s")
+        if times is not None and (not isinstance(times, list) or not times
+                                  or not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in times)):
+            raise bad(row, "test_cpu_s")
+        if record["key"] in wanted and (record["verdict"] != "accepted" or times is not None):
             adopted[record["key"]] = record
     return list(adopted.values())
 
