@@ -334,6 +334,39 @@ def test_a_build_seeded_with_anothers_timings_runs_no_reference_and_keeps_its_li
         build("d", reference_timings_from=str(tmp_path / "absent.jsonl"))
 
 
+def test_problems_with_the_same_reference_and_tests_run_it_once(tmp_path):
+    """Two sources' copies of one problem (other ids, same reference, tests and limits) share
+    one reference run; both get its verdict and times."""
+    source = tmp_path / "made_up.jsonl"
+    copy = ADD.model_copy(update={"metadata": {"reference_solution": ADD_CODE}})
+    rows = [copy.model_copy(update={"id": "first"}), copy.model_copy(update={"id": "second", "prompt": "Add them."}),
+            copy.model_copy(update={"id": "other", "metadata": {"reference_solution": "a, b = map(int, input().split())\nprint(a + b)\n"}})]
+    source.write_text("".join(problem.model_dump_json() + "\n" for problem in rows))
+    config = PipelineConfig(sources=[SourceConfig(path=str(source), format="canonical")],
+                            work_dir=str(tmp_path / "work"), progress=False, workers=1)
+    ran: list[str] = []
+
+    class Counting(StageContext):
+        def evaluator(self):
+            evaluator = super().evaluator()
+            evaluate = evaluator.evaluate
+
+            def counted(problems, samples, **options):
+                ran.extend(problem.id for problem in problems)
+                return evaluate(problems, samples, **options)
+
+            evaluator.evaluate = counted
+            return evaluator
+
+    run_stage(config, "ingest", log=lambda _: None)
+    run_stage(config, "validate", context=Counting(config), log=lambda _: None)
+    assert ran == ["first", "other"]
+    kept = {json.loads(line)["id"]: json.loads(line) for line in
+            (config.stage_dir("validate") / "problems.jsonl").read_text().splitlines()}
+    assert set(kept) == {"first", "second", "other"}
+    assert kept["second"]["metadata"]["reference_cpu_s"] == kept["first"]["metadata"]["reference_cpu_s"]
+
+
 def test_a_canonical_source_row_with_a_bad_limit_is_a_reject_naming_it(tmp_path):
     source = tmp_path / "rows.jsonl"
     source.write_text(ADD.model_dump_json() + "\n" + json.dumps({**ADD.model_dump(), "id": "zero", "time_limit_s": 0})

@@ -496,7 +496,10 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
                 handle.write(json.dumps(record) + "\n")
     failed: dict[str, str] = {}
     timings: dict[str, list[float]] = {}
-    pending = [p for p in todo if keys[p.id] not in cache]
+    # One run per content key: problems of several sources with the same reference and tests
+    # share its verdict (the dedup stage keeps one of them later).
+    first_of_key = {keys[p.id]: p for p in reversed(todo) if keys[p.id] not in cache}
+    pending = [p for p in todo if first_of_key.get(keys[p.id]) is p]
     with context.progress("validate: reference solutions", len(todo)) as advance:
         advance(len(todo) - len(pending))
         step = max(1, config.validate.batch_size)
