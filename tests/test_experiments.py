@@ -360,6 +360,20 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     assert (docs / "data" / "partial" / "a" / "seed-0").is_dir()
 
 
+def test_an_arm_whose_only_run_has_evaluated_step_0_is_reported(tmp_path):
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "early", "arms": {"a": [], "b": []}, "seeds": [0], "metrics": ["heldout_accuracy"]}))
+    fake_run(grid / "a" / "seed-0", 4, [{"step": 0, "heldout_accuracy": 0.5}, {"step": 2, "heldout_accuracy": 0.75}])
+    fake_run(grid / "b" / "seed-0", 4, [{"step": 0, "heldout_accuracy": 0.5}])  # training: held-out at step 0 only
+    (grid / "b" / "seed-0" / "summary.json").unlink()
+    [(_, report)] = report_all(grid)
+    text = report.read_text()
+    assert "| a | heldout_accuracy | 0.500 +- 0.000 | 0.750 +- 0.000 | 0.750 +- 0.000 | 2 | 1 |" in text
+    assert "| b | heldout_accuracy | 0.500 +- 0.000 | 0.500 +- 0.000 | - | 0 | 1 |" in text
+
+
 def test_spec_vars_are_substituted_into_overrides_and_steps_and_replaced_at_run_time(tmp_path):
     from microcoder.experiments.spec import arm_phases, evaluate
 

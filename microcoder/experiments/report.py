@@ -389,9 +389,10 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path,
             if not steps:
                 lines.append(f"| {arm} | {key} | - | - | - | - | {len(runs)} |")
                 continue
-            tail = tail_mean(runs, key)
+            tail = tail_mean(runs, key)  # None: nothing logged after step 0 yet (a run in progress)
+            shown = f"{tail[0]:.3f} +- {tail[1]:.3f}" if tail else "-"
             lines.append(f"| {arm} | {key} | {means[0]:.3f} +- {errors[0]:.3f} | {means[-1]:.3f} +- {errors[-1]:.3f} "
-                         f"| {tail[0]:.3f} +- {tail[1]:.3f} | {steps[-1]} | {len(runs)} |")
+                         f"| {shown} | {steps[-1]} | {len(runs)} |")
     lines += ["", "Budget spent per run (mean +- SE over seeds, to the last step): groups generated (refill "
               "rounds counted), responses judged, and seconds of rollout + reward waited for + update "
               "(held-out evaluations not counted).", "",
