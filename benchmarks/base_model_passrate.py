@@ -28,13 +28,13 @@ def sample_responses(model, tokenizer, prompts: list[str], temperature: float, m
     import torch
 
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    decoding = (dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0
+                else dict(do_sample=False))  # 0: greedy, as the trainer's held-out evaluation
     results: dict[int, tuple[str, int, bool]] = {}
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         batch = tokenizer([prompts[i] for i in chunk], return_tensors="pt", padding=True)
         with torch.no_grad():
-            decoding = (dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0
-                        else dict(do_sample=False))  # 0: greedy, as the trainer's held-out evaluation
             out = model.generate(**batch, **decoding, max_new_tokens=max_new_tokens)
         new = out[:, batch["input_ids"].shape[1] :]
         for row, index in enumerate(chunk):

@@ -334,7 +334,7 @@ def test_a_build_seeded_with_anothers_timings_runs_no_reference_and_keeps_its_li
         build("d", reference_timings_from=str(tmp_path / "absent.jsonl"))
 
 
-def test_problems_with_the_same_reference_and_tests_run_it_once(tmp_path):
+def test_problems_with_the_same_reference_and_tests_run_it_once(tmp_path, monkeypatch):
     """Two sources' copies of one problem (other ids, same reference, tests and limits) share
     one reference run; both get its verdict and times."""
     source = tmp_path / "made_up.jsonl"
@@ -345,21 +345,15 @@ def test_problems_with_the_same_reference_and_tests_run_it_once(tmp_path):
     config = PipelineConfig(sources=[SourceConfig(path=str(source), format="canonical")],
                             work_dir=str(tmp_path / "work"), progress=False, workers=1)
     ran: list[str] = []
+    evaluate = Evaluator.evaluate
 
-    class Counting(StageContext):
-        def evaluator(self):
-            evaluator = super().evaluator()
-            evaluate = evaluator.evaluate
+    def counted(self, problems, samples, **options):
+        ran.extend(problem.id for problem in problems)
+        return evaluate(self, problems, samples, **options)
 
-            def counted(problems, samples, **options):
-                ran.extend(problem.id for problem in problems)
-                return evaluate(problems, samples, **options)
-
-            evaluator.evaluate = counted
-            return evaluator
-
+    monkeypatch.setattr(Evaluator, "evaluate", counted)
     run_stage(config, "ingest", log=lambda _: None)
-    run_stage(config, "validate", context=Counting(config), log=lambda _: None)
+    run_stage(config, "validate", log=lambda _: None)
     assert ran == ["first", "other"]
     kept = {json.loads(line)["id"]: json.loads(line) for line in
             (config.stage_dir("validate") / "problems.jsonl").read_text().splitlines()}

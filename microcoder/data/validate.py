@@ -498,8 +498,11 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
     timings: dict[str, list[float]] = {}
     # One run per content key: problems of several sources with the same reference and tests
     # share its verdict (the dedup stage keeps one of them later).
-    first_of_key = {keys[p.id]: p for p in reversed(todo) if keys[p.id] not in cache}
-    pending = [p for p in todo if first_of_key.get(keys[p.id]) is p]
+    pending, queued = [], set(cache)
+    for problem in todo:
+        if keys[problem.id] not in queued:
+            queued.add(keys[problem.id])
+            pending.append(problem)
     with context.progress("validate: reference solutions", len(todo)) as advance:
         advance(len(todo) - len(pending))
         step = max(1, config.validate.batch_size)
@@ -529,10 +532,10 @@ def _adopted_timings(path: Path, wanted: set[str]) -> list[dict[str, Any]]:
     if not path.is_file():
         raise FileNotFoundError(f"validate.reference_timings_from: {path} does not exist (another build's "
                                 f"validate/reference_verdicts.jsonl)")
-    adopted: dict[str, dict[str, Any]] = {}
     def bad(row: int, field: str) -> ProblemFormatError:
         return ProblemFormatError(path, row, field, "missing or of the wrong type: not a validate/reference_verdicts.jsonl")
 
+    adopted: dict[str, dict[str, Any]] = {}
     for row, record in iter_jsonl(path):
         for field in ("key", "verdict", "detail"):
             if not isinstance(record, dict) or not isinstance(record.get(field), str):
