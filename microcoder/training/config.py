@@ -40,7 +40,7 @@ class TrainConfig(BaseModel):
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Weights dtype when loading the model; float32 on CPU."""
     problems: str = "default"
-    """"default" (the generated easy call problems, with their own held-out split), "decimal" (generated call problems with decimal answers, on which the robust and strict judges differ; its own split too) or a canonical problems JSONL."""
+    """"default" (the generated call problems: 14 easy and 10 medium templates, with their own held-out split), "decimal" (generated call problems with decimal answers, on which the robust and strict judges differ; its own split too) or a canonical problems JSONL."""
     heldout_problems: str | None = None
     """Canonical JSONL of held-out problems; None: the generated set's own split, or `heldout_size` problems taken from a `problems` file."""
     heldout_size: int = 96
