@@ -53,7 +53,7 @@ class TrainConfig(BaseModel):
     """Rollout steps to train for."""
     group_size: int = 8
     """G, responses sampled per prompt. The CPU default, 8 responses x 6 prompts for 5 steps:
-    greedy held-out +0.094 and -0.021 in two seeds (docs/default_run.md, "Settings measured")."""
+    greedy held-out +0.094, -0.021 and -0.021 in three seeds (docs/default_run.md, "Settings measured")."""
     train_batch_size: int = 6
     """verl's name: prompts per rollout step."""
     ppo_mini_batch_size: int = 3
