@@ -103,6 +103,12 @@ def test_resume_reproduces_the_next_steps_loss(microcoder_run, tmp_path):
     assert [record["step"] for record in again] == [0, 1, 2]  # step 2 redone once, not appended twice
     for key in ("loss", "reward_mean", "response_length_mean", "fraction_masked", "entropy", "temperature"):
         assert again[2][key] == pytest.approx(original[2][key], rel=1e-5, abs=1e-7), key
+    # The step-0 scores were kept in the run directory: the resumed run pairs its final
+    # held-out evaluation with them and reports the same gain and standard error.
+    summaries = [json.loads((run / "summary.json").read_text()) for run in (microcoder_run, resumed)]
+    assert summaries[1]["resumed"] and "resumed" not in summaries[0]
+    for key in ("heldout_accuracy_before", "heldout_accuracy_after", "heldout_gain", "heldout_gain_se"):
+        assert summaries[1][key] == pytest.approx(summaries[0][key]), key
 
 
 def test_train_top_layers_freezes_everything_below(tmp_path):

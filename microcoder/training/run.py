@@ -31,6 +31,9 @@ from microcoder.training.reward import reward_evaluator_config, reward_of_config
 from microcoder.training.trainer import MicroCoderTrainer
 
 TINY_MODEL_DIR = "tiny_model"
+# The step-0 held-out accuracies and per-problem scores, kept in the run directory so that a
+# resumed run still pairs its final evaluation with them (the gain and its SE).
+HELDOUT_START_FILE = "heldout_start.json"
 """Where a run of model "tiny" keeps it: TRL rebuilds the reference model from the policy's path."""
 
 
@@ -204,10 +207,14 @@ def run_training(config: TrainConfig, resume: bool = False,
     start = time.perf_counter()
     try:
         before, before_scores = None, None
-        if not resume and trainer.heldout and trainer.accelerator.is_main_process:
-            accuracies = start_heldout(trainer, config)
-            before, before_scores = accuracies["heldout_accuracy"], trainer.heldout_scores.get("heldout_accuracy")
-            trainer.write_record({"step": 0, **accuracies})
+        if trainer.heldout and trainer.accelerator.is_main_process:
+            if resume:
+                before, before_scores = _read_heldout_start(run_dir)
+            else:
+                accuracies = start_heldout(trainer, config)
+                before, before_scores = accuracies["heldout_accuracy"], trainer.heldout_scores.get("heldout_accuracy")
+                _write_json(run_dir / HELDOUT_START_FILE, {"accuracies": accuracies, "scores": trainer.heldout_scores})
+                trainer.write_record({"step": 0, **accuracies})
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         trainer.reward.close()
@@ -217,13 +224,12 @@ def run_training(config: TrainConfig, resume: bool = False,
     if not trainer.accelerator.is_main_process:
         return run_dir
     after = (trainer.last_record or {}).get("heldout_accuracy")
-    if before is None:
-        before = _first_heldout(run_dir / METRICS_FILE)
     gain = paired_gain(before_scores, trainer.heldout_scores.get("heldout_accuracy")) \
         if after is not None and trainer.heldout else None
     summary = {"heldout_accuracy_before": before, "heldout_accuracy_after": after, "steps": config.total_steps,
                "seconds": seconds, "heldout_problems": len(trainer.heldout),
                **({"heldout_gain": gain[0], "heldout_gain_se": gain[1]} if gain else {}),
+               **({"resumed": True} if resume else {}),  # then `seconds` counts from the resume
                "final_checkpoint": get_last_checkpoint(str(run_dir / "checkpoints"))
                if (run_dir / "checkpoints").is_dir() else None}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
@@ -232,7 +238,7 @@ def run_training(config: TrainConfig, resume: bool = False,
                 else f"{config.heldout_samples} samples at T={config.heldout_temperature:g}")
     gain_text = f"; gain {gain[0]:+.3f} (SE {gain[1]:.3f}, paired by problem)" if gain else ""
     print(f"held-out accuracy: before {_fmt(before)}, after {_fmt(after)} "
-          f"({len(trainer.heldout)} problems, {decoding}){gain_text}; {seconds / 60:.1f} min; run dir {run_dir}"
+          f"({len(trainer.heldout)} problems, {decoding}){gain_text}; {seconds / 60:.1f} min{' since resuming' if resume else ''}; run dir {run_dir}"
           + (f"; plot {plot}" if plot else ""), flush=True)
     return run_dir
 
@@ -280,10 +286,25 @@ def start_heldout(trainer: MicroCoderTrainer, config: TrainConfig) -> dict[str, 
         return stored["accuracies"]
     accuracies = trainer.heldout_accuracies()
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")  # runs in parallel: whole files only
-    partial.write_text(json.dumps({"accuracies": accuracies, "scores": trainer.heldout_scores}), encoding="utf-8")
-    os.replace(partial, path)
+    _write_json(path, {"accuracies": accuracies, "scores": trainer.heldout_scores})
     return accuracies
+
+
+def _write_json(path: Path, value: dict) -> None:
+    """Write whole files only: runs in parallel may read the path at any moment."""
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(value), encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _read_heldout_start(run_dir: Path) -> tuple[float | None, dict[str, float] | None]:
+    """A resumed run's step-0 accuracy and per-problem scores (run directories written
+    before the scores were kept have the accuracy alone, in metrics.jsonl)."""
+    path = run_dir / HELDOUT_START_FILE
+    if not path.is_file():
+        return _first_heldout(run_dir / METRICS_FILE), None
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    return stored["accuracies"].get("heldout_accuracy"), stored["scores"].get("heldout_accuracy")
 
 
 def _first_heldout(path: Path):
