@@ -18,6 +18,7 @@ from microcoder.experiments.report import COUNTS_BEGIN, COUNTS_END, NUMBERS_BEGI
 from microcoder.experiments.runner import run_experiment, run_state
 from microcoder.experiments.spec import load_spec
 from microcoder.experiments.verdict import paired_verdict, value_at
+from microcoder.training.config import load_config
 from microcoder.training.plots import read_metrics
 from microcoder.training.run import run_training
 from tests.training_support import ScriptedEvaluator, tiny_problems
@@ -558,3 +559,17 @@ def test_the_learning_rate_trial_differs_from_the_protocol_in_the_rate_alone(tmp
     assert {key for key in first if first[key] != second[key]} == {"learning_rate"}
     shipped = yaml.safe_load((root / "experiments" / "cpu-scale.yaml").read_text())["learning_rate"]
     assert float(shipped) in {config["learning_rate"] for config in configs.values()}
+
+
+def test_the_default_run_trial_measured_the_shipped_default(tmp_path):
+    """configs/trials/default_run_lr.yaml is the measurement behind TrainConfig's learning
+    rate (docs/default_run.md): its arm is `microcoder train` as it ships, up to the run's
+    place, seed and shared step-0 cache."""
+    from microcoder.experiments.spec import arm_phases
+
+    root = Path(__file__).parents[1] / "configs"
+    spec, folder = load_spec(root / "trials" / "default_run_lr.yaml")
+    [arm] = spec.arms
+    trial = arm_phases(spec, folder, arm, 0, tmp_path)[0].model_dump()
+    shipped = load_config(None).model_dump()  # what `microcoder train` runs
+    assert {key for key in trial if trial[key] != shipped[key]} <= {"run_dir", "heldout_start_cache"}
