@@ -31,10 +31,10 @@ from microcoder.training.reward import reward_evaluator_config, reward_of_config
 from microcoder.training.trainer import MicroCoderTrainer
 
 TINY_MODEL_DIR = "tiny_model"
-# The step-0 held-out accuracies and per-problem scores, kept in the run directory so that a
-# resumed run still pairs its final evaluation with them (the gain and its SE).
-HELDOUT_START_FILE = "heldout_start.json"
 """Where a run of model "tiny" keeps it: TRL rebuilds the reference model from the policy's path."""
+HELDOUT_START_FILE = "heldout_start.json"
+"""The step-0 held-out accuracies and per-problem scores, kept in the run directory so that a
+resumed run still pairs its final evaluation with them (the gain and its SE)."""
 
 
 def load_model(config: TrainConfig, run_dir: Path):
