@@ -327,7 +327,8 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     grid = tmp_path / "grid"
     grid.mkdir()
     (grid / "spec.yaml").write_text(yaml.safe_dump({
-        "name": "partial", "arms": {"a": [], "b": []}, "seeds": [0, 1, 2], "metrics": ["reward_mean"]}))
+        "name": "partial", "arms": {"a": [], "b": []}, "seeds": [0, 1, 2], "metrics": ["reward_mean"],
+        "findings": [{"claim": "a ends higher", "metric": "reward_mean", "arms": ["a", "b"], "direction": "greater"}]}))
     rows = lambda seed, steps: [{"step": step, "reward_mean": 0.1 * step + seed} for step in steps]
     fake_run(grid / "a" / "seed-0", 4, rows(0, (1, 2, 3)))
     fake_run(grid / "a" / "seed-1", 4, rows(1, (1, 2, 3)))
@@ -348,6 +349,10 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     # b: the one run with rows; the empty one has no step and is left out rather than emptying the curve
     assert "| b | reward_mean | 0.100 +- 0.000 | 0.200 +- 0.000 | 0.150 +- 0.000 | 2 | 1 |" in text
     assert "Runs not finished: a/seed-2, b/seed-0, b/seed-1, b/seed-2 (an arm with a finished run" in text
+    # The verdict reads finished runs alone: b's seed 0 has no last step yet, so nothing is paired
+    # (were it read, seed 0 would pair a's step 3 with b's step 2).
+    assert "| 1 | a ends higher | reward_mean: a - b at last (greater in the paper) | - | - | - | - " \
+           "| **inconclusive** (no seed measured both sides) |" in text
     assert ("**Runs with judge errors: a/seed-1 (steps 2-3, up to 50%), a/seed-1 (held-out all judge errors at "
             "step 3).**") in text
     # publishing mirrors the grid: a run deleted from it (to be redone) leaves the docs too

@@ -16,7 +16,8 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   error over seeds, and n), the mean over the last three logged points after step 0, the
   budget each arm spent, which runs are shared with another grid, and the seeds that have
   not finished. While a grid is in progress, an arm with a finished run is drawn and
-  reported from its finished runs only.
+  reported from its finished runs only (an arm with none, from its runs in progress);
+  verdicts read finished runs alone.
 
 With `docs`, each grid is also published for the repository: DOCS/<spec>.png (and its
 budget figures), DOCS/data/<spec>/ (spec.yaml and each run's metrics.jsonl, config.yaml and
@@ -100,10 +101,16 @@ def reported_runs(arm_dir: Path) -> list[Path]:
     return finished or [run for run in runs if run_metrics(run)]
 
 
-def seed_runs(grid: Path, spec) -> dict[str, dict[int, list[dict]]]:
-    """arm -> seed -> metrics rows (seconds_reward_visible filled in) of its reported runs;
-    arms without one are left out."""
-    arms = {arm: {seed_of(run): with_visible_reward(run_metrics(run)) for run in reported_runs(grid / arm)}
+def seed_runs(grid: Path, spec, finished_only: bool = False) -> dict[str, dict[int, list[dict]]]:
+    """arm -> seed -> metrics rows (seconds_reward_visible filled in) of its reported runs,
+    or with `finished_only` of its finished runs alone (what a verdict reads: a run in
+    progress has no last step yet); arms without one are left out."""
+    def runs_of(arm_dir: Path) -> list[Path]:
+        if finished_only:
+            return [run for run in seed_dirs(arm_dir) if run_state(run) == "finished"]
+        return reported_runs(arm_dir)
+
+    arms = {arm: {seed_of(run): with_visible_reward(run_metrics(run)) for run in runs_of(grid / arm)}
             for arm in spec.arms}
     return {arm: runs for arm, runs in arms.items() if runs}
 
@@ -259,7 +266,8 @@ def report_grid(grid: Path) -> tuple[Path, Path]:
     for axis in spec.budget_axes:
         draw_figure(spec, arms, scale, grid / f"figure-{axis}.png", budget=(axis, budgets))
     report_path = grid / "report.md"
-    report_path.write_text(f"# {spec.name}\n\n## Findings\n\n{verdicts_text(spec, by_seed)}\n\n## Numbers\n\n"
+    verdicts = verdicts_text(spec, seed_runs(grid, spec, finished_only=True))
+    report_path.write_text(f"# {spec.name}\n\n## Findings\n\n{verdicts}\n\n## Numbers\n\n"
                            f"{numbers_page(spec, arms, grid, budgets)}", encoding="utf-8")
     return figure_path, report_path
 
@@ -489,7 +497,7 @@ def published_verdicts(data: Path) -> list[tuple[ExperimentSpec, Finding, Verdic
     results = []
     for grid in grids:
         spec = load_grid_spec(grid)
-        runs = seed_runs(grid, spec)
+        runs = seed_runs(grid, spec, finished_only=True)
         results += [(spec, finding, finding_result(finding, runs)[0]) for finding in spec.computed_findings]
     return results
 
