@@ -76,6 +76,10 @@ def check_run(run_dir: Path, beta: float) -> list[dict]:
                if not torch.equal(param, dict(initial.named_parameters())[name])]
     assert len(changed) > 0.5 * len(list(final.named_parameters()))
     assert (run_dir / "config.yaml").is_file() and (run_dir / "summary.json").is_file()
+    # Both held-out evaluations' per-problem scores are kept, each averaging to its logged accuracy.
+    for name, record in (("heldout_start.json", records[0]), ("heldout_end.json", records[-1])):
+        scores = json.loads((run_dir / name).read_text())["scores"]["heldout_accuracy"]
+        assert sum(scores.values()) / len(scores) == pytest.approx(record["heldout_accuracy"]), name
     return records
 
 

@@ -35,6 +35,9 @@ TINY_MODEL_DIR = "tiny_model"
 HELDOUT_START_FILE = "heldout_start.json"
 """The step-0 held-out accuracies and per-problem scores, kept in the run directory so that a
 resumed run still pairs its final evaluation with them (the gain and its SE)."""
+HELDOUT_END_FILE = "heldout_end.json"
+"""The last held-out evaluation's accuracies and per-problem scores: with the step-0 file, any
+paired comparison (a gain, two limits, two runs on the same problems) reads from files."""
 
 
 def load_model(config: TrainConfig, run_dir: Path):
@@ -226,6 +229,10 @@ def run_training(config: TrainConfig, resume: bool = False,
     after = (trainer.last_record or {}).get("heldout_accuracy")
     gain = paired_gain(before_scores, trainer.heldout_scores.get("heldout_accuracy")) \
         if after is not None and trainer.heldout else None
+    if after is not None and trainer.heldout:
+        last = {key: value for key, value in trainer.last_record.items() if key.startswith("heldout_accuracy")}
+        _write_json(run_dir / HELDOUT_END_FILE, {"step": trainer.last_record.get("step"), "accuracies": last,
+                                                 "scores": trainer.heldout_scores})
     summary = {"heldout_accuracy_before": before, "heldout_accuracy_after": after, "steps": config.total_steps,
                "seconds": seconds, "heldout_problems": len(trainer.heldout),
                **({"heldout_gain": gain[0], "heldout_gain_se": gain[1]} if gain else {}),
