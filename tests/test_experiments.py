@@ -461,6 +461,77 @@ def test_a_run_being_trained_is_neither_removed_nor_trained_again_by_a_second_ru
     assert seen[-1] == "later"
 
 
+def finish_as_planned(spec_path: Path, root: Path) -> None:
+    """Every run of the spec under `root` finished as the runner would plan it (its config.yaml
+    the planned config), with made-up metrics: what a finished grid leaves, without training."""
+    from microcoder.experiments.spec import arm_phases
+
+    spec, folder = load_spec(spec_path)
+    grid = root / spec.name
+    grid.mkdir(parents=True)
+    (grid / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(), sort_keys=False))
+    for seed in spec.seeds:
+        for index, arm in enumerate(spec.arms):
+            run_dir = grid / arm / f"seed-{seed}"
+            config = arm_phases(spec, folder, arm, seed, run_dir)[-1]
+            run_dir.mkdir(parents=True)
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+            rows = [{"step": step, "reward_mean": 0.1 * step + index, "response_length_mean": 10.0 + seed,
+                     "ratio_deviation": 0.01 * (step + index + seed)} for step in range(1, config.total_steps + 1)]
+            (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+            (run_dir / "summary.json").write_text(json.dumps({"steps": config.total_steps}))
+
+
+def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path):
+    """A grid spanning sittings on machines whose runs folder does not survive: the finished
+    runs come back from the published data (the report's copy), not from training again."""
+    finish_as_planned(SPEC, tmp_path / "first")
+    docs = tmp_path / "docs"
+    [(_, page)] = report_all(tmp_path / "first", docs=docs)
+    published = docs / "data"
+
+    fresh = tmp_path / "fresh"
+    outcomes = run_experiment(SPEC, fresh, train=refuse, log=lambda line: None, restore_from=published)
+    assert [o.status for o in outcomes] == ["restored"] * 4
+    restored = fresh / "tiny" / "high_lr" / "seed-1"
+    assert yaml.safe_load((restored / "restored.yaml").read_text()) == {
+        "from": str((published / "tiny" / "high_lr" / "seed-1").resolve())}
+    assert (restored / "metrics.jsonl").read_text() == (
+        tmp_path / "first" / "tiny" / "high_lr" / "seed-1" / "metrics.jsonl").read_text()
+    assert [o.status for o in run_experiment(SPEC, fresh, train=refuse, log=lambda line: None)] == ["skipped"] * 4
+    [(_, again)] = report_all(fresh, docs=tmp_path / "again")
+    assert again.read_text() == page.read_text()
+
+    # Another spec's control with base_lr's config: the published twin is restored at its own
+    # place and shared, as it would be had it finished under this root.
+    twin_spec = write_spec(tmp_path, name="tiny_twin", findings=[], arms={"control": []})
+    elsewhere = tmp_path / "elsewhere"
+    outcomes = run_experiment(twin_spec, elsewhere, train=refuse, log=lambda line: None, restore_from=published)
+    assert [o.status for o in outcomes] == ["shared", "shared"]
+    assert yaml.safe_load((elsewhere / "tiny_twin" / "control" / "seed-0" / "shared.yaml").read_text()) == {
+        "run": "tiny/base_lr/seed-0"}
+    assert run_state(elsewhere / "tiny" / "base_lr" / "seed-0") == "finished"
+    assert not (elsewhere / "tiny" / "high_lr").exists()
+
+    # A published run of another config is not restored: that run trains (here: is refused).
+    changed = write_spec(tmp_path, name="tiny", overrides=["heldout_size=0", "learning_rate=0.002"])
+    with pytest.raises(Interrupted, match="base_lr/seed-0"):
+        run_experiment(changed, tmp_path / "third", train=refuse, log=lambda line: None, restore_from=published)
+
+
+def test_a_finished_run_of_another_config_stops_the_grid_before_any_run(tmp_path):
+    """An edited spec over a finished grid: skipping the old runs would report them as the new
+    experiment; the runner names them and the keys that differ, and trains nothing."""
+    finish_as_planned(SPEC, tmp_path)
+    changed = write_spec(tmp_path, name="tiny", overrides=["heldout_size=0", "learning_rate=0.002"],
+                         arms={"base_lr": [], "high_lr": ["learning_rate=0.01", "beta=0.01"]})
+    with pytest.raises(ValueError) as error:
+        run_experiment(changed, tmp_path, train=refuse, log=lambda line: None)
+    message = str(error.value)
+    assert f"{tmp_path / 'tiny' / 'base_lr' / 'seed-0'} (learning_rate)" in message
+    assert f"{tmp_path / 'tiny' / 'high_lr' / 'seed-1'} (beta)" in message
+
+
 @pytest.mark.slow
 def test_a_killed_runners_workers_end_with_it(tmp_path):
     """Parallel runs live in worker processes; SIGKILL the runner and they must not train on."""

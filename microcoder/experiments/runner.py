@@ -18,6 +18,16 @@ run_dir, after the config's own defaults) and the same schedule changes, in any 
 When it finds one, the run's folder gets only its config.yaml and shared.yaml (`run:
 <spec>/<arm>/seed-<k>`, relative to ROOT), and every reader (run_state, the report,
 publishing) follows that record to the run. An interrupted run is resumed, not shared.
+A finished run whose config is not what the spec now trains stops the grid before any run
+starts (naming the run and the keys that differ), rather than being skipped as if current.
+
+`restore_from` (`--restore DIR`) names published grids (a `report --docs` data folder,
+laid out as a runs root) for a runs root that lacks them, e.g. a fresh clone continuing a
+grid: a fresh run takes the finished run published at its place, or else a published twin
+from any grid (copied to its own place under ROOT and shared as above), when the resolved
+config matches. A restored run holds the published files (config, metrics, summary) and
+restored.yaml naming where they came from; nothing else of the run (checkpoints, step-0
+cache) comes with it.
 
 A spec with `share_heldout_start: true` gives every run ROOT/heldout-start as its
 heldout_start_cache: the step-0 held-out evaluation of a starting model is made by the
@@ -62,6 +72,7 @@ from microcoder.training.plots import METRICS_FILE
 
 DEFAULT_ROOT = Path("runs/experiments")
 SHARED_FILE = "shared.yaml"
+RESTORED_FILE = "restored.yaml"
 START_CACHE = "heldout-start"
 """ROOT/heldout-start: the step-0 held-out evaluations of a spec with share_heldout_start."""
 # Where a run's files go, not what it trains: left out of what makes two runs the same run.
@@ -132,6 +143,57 @@ def find_shared_run(root: Path, identity: str, exclude: Path) -> Path | None:
     return None
 
 
+def differing_keys(identity: str, other: str) -> list[str]:
+    """The config keys (and "then", the schedule changes) in which two identities differ."""
+    first, second = json.loads(identity), json.loads(other)
+    keys = sorted(key for key in first["config"].keys() | second["config"].keys()
+                  if first["config"].get(key) != second["config"].get(key))
+    return keys + (["then"] if first["then"] != second["then"] else [])
+
+
+def check_finished_runs(spec: ExperimentSpec, spec_path: str | Path, plans: dict[Path, tuple[str, int]]) -> None:
+    """ValueError naming every finished run whose config.yaml is not the config the spec now
+    gives it (an edited spec or preset): skipping it would report a different experiment.
+    `plans`: each run's identity and total steps (a run at a phase's end is not finished)."""
+    stale = []
+    for run_dir, (identity, total_steps) in plans.items():
+        if run_state(run_dir, total_steps) != "finished":
+            continue
+        found = run_identity(run_dir, spec)
+        if found is None:
+            stale.append(f"{run_dir} (no config.yaml)")
+        elif found != identity:
+            stale.append(f"{run_dir} ({', '.join(differing_keys(found, identity))})")
+    if stale:
+        raise ValueError(f"{spec_path}: finished runs trained another config than the spec now gives them "
+                         f"(the keys that differ in brackets): {'; '.join(stale)}. Move them away to train "
+                         "them again, or restore the spec")
+
+
+def restore_run(published: Path, root: Path, run_dir: Path, identity: str) -> Path | None:
+    """Copy into `root` the finished published run with `identity`: the one at run_dir's place
+    under `published`, else a twin in any published grid. Returns where it now lies under
+    `root` (None: nothing to restore, or its place is taken)."""
+    source = None
+    candidate = published / run_dir.relative_to(root)
+    if (candidate / "config.yaml").is_file() and shared_target(candidate) is None \
+            and run_state(candidate) == "finished" and run_identity(candidate, load_grid_spec(candidate.parents[1])) == identity:
+        source = candidate
+    source = source or find_shared_run(published, identity, exclude=None)
+    if source is None:
+        return None
+    place = root / source.relative_to(published)
+    if place.exists() and place != run_dir:
+        return None
+    if place.exists():
+        shutil.rmtree(place)  # run_dir, killed before its first checkpoint
+    shutil.copytree(source, place)
+    (place / RESTORED_FILE).write_text(yaml.safe_dump({"from": str(source.resolve())}), encoding="utf-8")
+    if not (place.parents[1] / "spec.yaml").is_file():
+        shutil.copyfile(source.parents[1] / "spec.yaml", place.parents[1] / "spec.yaml")
+    return place
+
+
 def record_shared_run(run_dir: Path, target: Path, config: TrainConfig) -> None:
     """Make `run_dir` a record of `target`: the config it would have trained, and shared.yaml."""
     root = run_dir.parents[2]
@@ -154,8 +216,9 @@ class RunOutcome:
     seed: int
     run_dir: Path
     status: str
-    """"skipped" (finished before), "shared" (the same run finished in another grid or arm),
-    "resumed", "started", or "failed" (parallel runs; see its train.log)."""
+    """"skipped" (finished before), "restored" (copied from published grids), "shared" (the
+    same run finished in another grid or arm), "resumed", "started", or "failed" (parallel
+    runs; see its train.log)."""
     seconds: float
 
 
@@ -319,13 +382,15 @@ class ProgressWatcher:
 
 def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train: Callable | None = None,
                    log: Callable[[str], None] = print, parallel: int = 1,
-                   extra: tuple[str, ...] = (), variables: dict[str, int | float] | None = None) -> list[RunOutcome]:
+                   extra: tuple[str, ...] = (), variables: dict[str, int | float] | None = None,
+                   restore_from: str | Path | None = None) -> list[RunOutcome]:
     """Run the grid of `spec_path` under `root`; returns one outcome per arm x seed.
 
     `train(config, resume)` runs one training run in this process (default: `run_training`;
     tests pass one that injects problems and an evaluator). `parallel` > 1 runs that many
     at once in worker processes with the default trainer. `extra`: key=value overrides for
     every arm (after the spec's own, before the arm's); `variables` replace the spec's vars.
+    `restore_from`: published grids to take finished runs from (see the module's docstring).
     """
     from microcoder.training.run import run_training
 
@@ -343,6 +408,10 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     start_cache = Path(root).resolve() / START_CACHE if spec.share_heldout_start else None
     plans = {(arm, seed): arm_phases(spec, folder, arm, seed, grid / arm / f"seed-{seed}", start_cache)
              for arm, seed in runs}
+    identities = {(arm, seed): config_identity(plans[arm, seed][-1].model_dump(mode="json"), spec.arms[arm].then)
+                  for arm, seed in runs}
+    check_finished_runs(spec, spec_path, {grid / arm / f"seed-{seed}": (identities[arm, seed], plans[arm, seed][-1].total_steps)
+                                          for arm, seed in runs})
     outcomes: dict[tuple[str, int], RunOutcome] = {}
     started = time.perf_counter()
     todo = []
@@ -353,8 +422,15 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
             log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: finished before, skipped")
             outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "skipped", 0.0)
             continue
+        if state == "fresh" and restore_from is not None:
+            with run_lock(run_dir):
+                place = restore_run(Path(restore_from), Path(root), run_dir, identities[arm, seed])
+            if place == run_dir:
+                log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: finished in {restore_from}, restored")
+                outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "restored", 0.0)
+                continue
         if state == "fresh":
-            identity = config_identity(plans[arm, seed][-1].model_dump(mode="json"), spec.arms[arm].then)
+            identity = identities[arm, seed]
             target = find_shared_run(Path(root), identity, run_dir)
             if target is not None:
                 with run_lock(run_dir):
