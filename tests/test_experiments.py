@@ -467,13 +467,14 @@ def finish_as_planned(spec_path: Path, root: Path) -> None:
     from microcoder.experiments.spec import arm_phases
 
     spec, folder = load_spec(spec_path)
+    start_cache = root / "heldout-start" if spec.share_heldout_start else None
     grid = root / spec.name
     grid.mkdir(parents=True)
     (grid / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(), sort_keys=False))
     for seed in spec.seeds:
         for index, arm in enumerate(spec.arms):
             run_dir = grid / arm / f"seed-{seed}"
-            config = arm_phases(spec, folder, arm, seed, run_dir)[-1]
+            config = arm_phases(spec, folder, arm, seed, run_dir, start_cache)[-1]
             run_dir.mkdir(parents=True)
             (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
             rows = [{"step": step, "reward_mean": 0.1 * step + index, "response_length_mean": 10.0 + seed,
@@ -517,6 +518,27 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
     changed = write_spec(tmp_path, name="tiny", overrides=["heldout_size=0", "learning_rate=0.002"])
     with pytest.raises(Interrupted, match="base_lr/seed-0"):
         run_experiment(changed, tmp_path / "third", train=refuse, log=lambda line: None, restore_from=published)
+
+
+def test_the_step_0_evaluations_a_grid_read_are_published_and_restored(tmp_path):
+    first = tmp_path / "first"
+    spec = write_spec(tmp_path, name="tiny_start", share_heldout_start=True)
+    finish_as_planned(spec, first)
+    cache = tmp_path / "cache"  # where the runs say they read step 0 from (any folder)
+    cache.mkdir()
+    (cache / "heldout-start-k1.json").write_text('{"accuracies": {"heldout_accuracy": 0.5}, "scores": {}}')
+    for config_path in first.glob("tiny_start/*/seed-*/config.yaml"):
+        config = yaml.safe_load(config_path.read_text())
+        config_path.write_text(yaml.safe_dump({**config, "heldout_start_cache": str(cache)}))
+    report_all(first, docs=tmp_path / "docs")
+    published = tmp_path / "docs" / "data"
+    assert (published / "heldout-start" / "heldout-start-k1.json").read_text() == (
+        cache / "heldout-start-k1.json").read_text()
+    fresh = tmp_path / "fresh"
+    outcomes = run_experiment(spec, fresh, train=refuse, log=lambda line: None, restore_from=published)
+    assert [o.status for o in outcomes] == ["restored"] * 4  # the cache's place is not part of a run's identity
+    assert (fresh / "heldout-start" / "heldout-start-k1.json").read_text() == (
+        cache / "heldout-start-k1.json").read_text()
 
 
 def test_a_finished_run_of_another_config_stops_the_grid_before_any_run(tmp_path):

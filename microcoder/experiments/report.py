@@ -38,8 +38,8 @@ from pathlib import Path
 
 import yaml
 
-from microcoder.experiments.runner import (SHARED_FILE, load_grid_spec, resolve_run, run_state, shared_target,
-                                           visible_reward_seconds)
+from microcoder.experiments.runner import (SHARED_FILE, START_CACHE, load_grid_spec, resolve_run, run_state,
+                                           shared_target, visible_reward_seconds)
 from microcoder.experiments.spec import ExperimentSpec, Finding
 from microcoder.experiments.verdict import (CONTRADICTED, IDLE, INCONCLUSIVE, REPRODUCED, RULE, UNTESTABLE, Verdict,
                                             identical_arms, mechanism_value, paired_verdict, value_at)
@@ -453,6 +453,7 @@ def publish(grid: Path, docs: Path) -> Path:
                     _copy(run / name, target / name)
                 elif (target / name).is_file():
                     (target / name).unlink()  # e.g. the summary of a run that is being redone
+    publish_start_cache(grid, docs / "data" / START_CACHE)
     figures = ["figure.png", *(f"figure-{axis}.png" for axis in spec.budget_axes)]
     for figure in figures:
         _copy(grid / figure, docs / f"{spec.name}{figure.removeprefix('figure')}")
@@ -542,6 +543,21 @@ def publish_summary(docs: Path) -> Path:
         text = f"# Experiments\n\n## Summary\n\n{block}\n"
     readme.write_text(text, encoding="utf-8")
     return readme
+
+
+def publish_start_cache(grid: Path, target: Path) -> None:
+    """Copy the step-0 held-out evaluations the grid's runs read (their heldout_start_cache)
+    to `target`, so that a later sitting restoring the grid (`run --restore`) reads them
+    instead of evaluating each seed's starting model again."""
+    caches = set()
+    for config_path in grid.glob("*/seed-*/config.yaml"):
+        cache = (yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}).get("heldout_start_cache")
+        if cache and Path(cache).is_dir():
+            caches.add(Path(cache))
+    for cache in sorted(caches):
+        for path in sorted(cache.glob("heldout-start-*.json")):
+            target.mkdir(parents=True, exist_ok=True)
+            _copy(path, target / path.name)
 
 
 def _copy(source: Path, target: Path) -> None:

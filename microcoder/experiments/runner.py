@@ -26,8 +26,8 @@ laid out as a runs root) for a runs root that lacks them, e.g. a fresh clone con
 grid: a fresh run takes the finished run published at its place, or else a published twin
 from any grid (copied to its own place under ROOT and shared as above), when the resolved
 config matches. A restored run holds the published files (config, metrics, summary) and
-restored.yaml naming where they came from; nothing else of the run (checkpoints, step-0
-cache) comes with it.
+restored.yaml naming where they came from; no checkpoint comes with it. The published
+step-0 evaluations (DIR/heldout-start, see share_heldout_start below) come into ROOT's.
 
 A spec with `share_heldout_start: true` gives every run ROOT/heldout-start as its
 heldout_start_cache: the step-0 held-out evaluation of a starting model is made by the
@@ -412,6 +412,11 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
                   for arm, seed in runs}
     check_finished_runs(spec, spec_path, {grid / arm / f"seed-{seed}": (identities[arm, seed], plans[arm, seed][-1].total_steps)
                                           for arm, seed in runs})
+    if restore_from is not None and start_cache is not None:
+        for path in sorted((Path(restore_from) / START_CACHE).glob("heldout-start-*.json")):
+            if not (start_cache / path.name).is_file():
+                start_cache.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, start_cache / path.name)
     outcomes: dict[tuple[str, int], RunOutcome] = {}
     started = time.perf_counter()
     todo = []
