@@ -4,6 +4,8 @@ starting model (an experiment grid's arms of one seed), and the gain paired by p
 from __future__ import annotations
 
 import math
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -50,6 +52,36 @@ def test_a_run_with_the_same_start_reads_step_0_from_the_cache(tmp_path):
     start_heldout(stand_in(calls), TrainConfig())
     start_heldout(stand_in(calls), TrainConfig())
     assert len(calls) == 7
+
+
+def test_two_runs_starting_together_evaluate_step_0_once(tmp_path):
+    """The arms of one seed start side by side in a parallel grid: the second waits for the
+    first's evaluation and reads it."""
+    calls, started, release = [], threading.Event(), threading.Event()
+    config = TrainConfig(heldout_start_cache=str(tmp_path / "cache"))
+    first = stand_in(calls)
+    evaluate = first.heldout_accuracies
+
+    def slow_evaluation():
+        started.set()
+        release.wait(10)
+        return evaluate()
+
+    first.heldout_accuracies = slow_evaluation
+    results = {}
+    runs = [threading.Thread(target=lambda: results.setdefault("first", start_heldout(first, config)))]
+    runs[0].start()
+    started.wait(10)
+    second = stand_in(calls)
+    runs.append(threading.Thread(target=lambda: results.setdefault("second", start_heldout(second, config))))
+    runs[1].start()
+    time.sleep(0.3)  # the second reaches the cache while the first is still evaluating
+    release.set()
+    for run in runs:
+        run.join(10)
+    assert len(calls) == 1
+    assert results == {"first": {"heldout_accuracy": 0.5}, "second": {"heldout_accuracy": 0.5}}
+    assert second.heldout_scores == first.heldout_scores
 
 
 def test_the_gain_is_paired_by_problem():

@@ -10,6 +10,7 @@ summary.json with the plot. The training step itself is `trainer.py`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -287,13 +288,17 @@ def start_heldout(trainer: MicroCoderTrainer, config: TrainConfig) -> dict[str, 
     if config.heldout_start_cache is None:
         return trainer.heldout_accuracies()
     path = Path(config.heldout_start_cache) / f"heldout-start-{start_key(config, trainer.heldout)}.json"
-    if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        trainer.heldout_scores.update(stored["scores"])
-        return stored["accuracies"]
-    accuracies = trainer.heldout_accuracies()
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(path, {"accuracies": accuracies, "scores": trainer.heldout_scores})
+    # One evaluation per key: the arms of a seed start together in a parallel grid, and the
+    # second waits for the first's file instead of evaluating the same model beside it.
+    with open(path.with_suffix(".lock"), "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            trainer.heldout_scores.update(stored["scores"])
+            return stored["accuracies"]
+        accuracies = trainer.heldout_accuracies()
+        _write_json(path, {"accuracies": accuracies, "scores": trainer.heldout_scores})
     return accuracies
 
 
