@@ -272,9 +272,9 @@ def experiment_run(
                                  "cores / N threads; its output goes to <arm>/seed-<k>.train.log."),
     var: list[str] = typer.Option(None, "--var", help="NAME=NUMBER: replace one of the spec's vars (e.g. L=4096 "
                                   "for the generation limit the arms derive their lengths from)."),
-    restore: Path = typer.Option(None, "--restore", help="Published grids (a `report --docs` data folder, e.g. "
-                                 "docs/experiments/next/data) to take finished runs with the same config from "
-                                 "where ROOT lacks them, e.g. on a fresh clone."),
+    restore: list[Path] = typer.Option(None, "--restore", help="Published grids (a `report --docs` data folder, "
+                                       "e.g. docs/experiments/next/data; repeatable) to take finished runs with the "
+                                       "same config from where ROOT lacks them, e.g. on a fresh clone."),
 ) -> None:
     """Run every arm x seed of a spec; finished runs are skipped, interrupted ones resumed."""
     from microcoder.experiments.runner import run_experiment
@@ -288,7 +288,7 @@ def experiment_run(
                 raise ValueError(f"--var {item!r}: expected NAME=NUMBER")
             variables[name.strip()] = number
         run_experiment(spec, root, parallel=parallel, extra=tuple(overrides or ()), variables=variables,
-                       restore_from=restore)
+                       restore_from=tuple(restore or ()))
     except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
         _fail(Console(), error)
 

@@ -492,7 +492,7 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
     published = docs / "data"
 
     fresh = tmp_path / "fresh"
-    outcomes = run_experiment(SPEC, fresh, train=refuse, log=lambda line: None, restore_from=published)
+    outcomes = run_experiment(SPEC, fresh, train=refuse, log=lambda line: None, restore_from=(published,))
     assert [o.status for o in outcomes] == ["restored"] * 4
     restored = fresh / "tiny" / "high_lr" / "seed-1"
     assert yaml.safe_load((restored / "restored.yaml").read_text()) == {
@@ -507,7 +507,8 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
     # place and shared, as it would be had it finished under this root.
     twin_spec = write_spec(tmp_path, name="tiny_twin", findings=[], arms={"control": []})
     elsewhere = tmp_path / "elsewhere"
-    outcomes = run_experiment(twin_spec, elsewhere, train=refuse, log=lambda line: None, restore_from=published)
+    outcomes = run_experiment(twin_spec, elsewhere, train=refuse, log=lambda line: None,
+                              restore_from=(tmp_path / "nothing", published))  # folders tried in order
     assert [o.status for o in outcomes] == ["shared", "shared"]
     assert yaml.safe_load((elsewhere / "tiny_twin" / "control" / "seed-0" / "shared.yaml").read_text()) == {
         "run": "tiny/base_lr/seed-0"}
@@ -517,7 +518,7 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
     # A published run of another config is not restored: that run trains (here: is refused).
     changed = write_spec(tmp_path, name="tiny", overrides=["heldout_size=0", "learning_rate=0.002"])
     with pytest.raises(Interrupted, match="base_lr/seed-0"):
-        run_experiment(changed, tmp_path / "third", train=refuse, log=lambda line: None, restore_from=published)
+        run_experiment(changed, tmp_path / "third", train=refuse, log=lambda line: None, restore_from=(published,))
 
 
 def test_the_step_0_evaluations_a_grid_read_are_published_and_restored(tmp_path):
@@ -535,7 +536,7 @@ def test_the_step_0_evaluations_a_grid_read_are_published_and_restored(tmp_path)
     assert (published / "heldout-start" / "heldout-start-k1.json").read_text() == (
         cache / "heldout-start-k1.json").read_text()
     fresh = tmp_path / "fresh"
-    outcomes = run_experiment(spec, fresh, train=refuse, log=lambda line: None, restore_from=published)
+    outcomes = run_experiment(spec, fresh, train=refuse, log=lambda line: None, restore_from=(published,))
     assert [o.status for o in outcomes] == ["restored"] * 4  # the cache's place is not part of a run's identity
     assert (fresh / "heldout-start" / "heldout-start-k1.json").read_text() == (
         cache / "heldout-start-k1.json").read_text()

@@ -21,8 +21,8 @@ publishing) follows that record to the run. An interrupted run is resumed, not s
 A finished run whose config is not what the spec now trains stops the grid before any run
 starts (naming the run and the keys that differ), rather than being skipped as if current.
 
-`restore_from` (`--restore DIR`) names published grids (a `report --docs` data folder,
-laid out as a runs root) for a runs root that lacks them, e.g. a fresh clone continuing a
+`restore_from` (`--restore DIR`, repeatable) names published grids (`report --docs` data
+folders, each laid out as a runs root) for a runs root that lacks them, e.g. a fresh clone continuing a
 grid: a fresh run takes the finished run published at its place, or else a published twin
 from any grid (copied to its own place under ROOT and shared as above), when the resolved
 config matches. A restored run holds the published files (config, metrics, summary) and
@@ -383,14 +383,15 @@ class ProgressWatcher:
 def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train: Callable | None = None,
                    log: Callable[[str], None] = print, parallel: int = 1,
                    extra: tuple[str, ...] = (), variables: dict[str, int | float] | None = None,
-                   restore_from: str | Path | None = None) -> list[RunOutcome]:
+                   restore_from: tuple[str | Path, ...] = ()) -> list[RunOutcome]:
     """Run the grid of `spec_path` under `root`; returns one outcome per arm x seed.
 
     `train(config, resume)` runs one training run in this process (default: `run_training`;
     tests pass one that injects problems and an evaluator). `parallel` > 1 runs that many
     at once in worker processes with the default trainer. `extra`: key=value overrides for
     every arm (after the spec's own, before the arm's); `variables` replace the spec's vars.
-    `restore_from`: published grids to take finished runs from (see the module's docstring).
+    `restore_from`: folders of published grids to take finished runs from, in order (see the
+    module's docstring).
     """
     from microcoder.training.run import run_training
 
@@ -410,10 +411,12 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
              for arm, seed in runs}
     identities = {(arm, seed): config_identity(plans[arm, seed][-1].model_dump(mode="json"), spec.arms[arm].then)
                   for arm, seed in runs}
-    check_finished_runs(spec, spec_path, {grid / arm / f"seed-{seed}": (identities[arm, seed], plans[arm, seed][-1].total_steps)
+    check_finished_runs(spec, spec_path, {grid / arm / f"seed-{seed}": (identities[arm, seed],
+                                                                         plans[arm, seed][-1].total_steps)
                                           for arm, seed in runs})
-    if restore_from is not None and start_cache is not None:
-        for path in sorted((Path(restore_from) / START_CACHE).glob("heldout-start-*.json")):
+    published = [Path(folder) for folder in restore_from]
+    for folder in published if start_cache is not None else ():
+        for path in sorted((folder / START_CACHE).glob("heldout-start-*.json")):
             if not (start_cache / path.name).is_file():
                 start_cache.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, start_cache / path.name)
@@ -427,13 +430,16 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
             log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: finished before, skipped")
             outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "skipped", 0.0)
             continue
-        if state == "fresh" and restore_from is not None:
+        place = None
+        for folder in published if state == "fresh" else ():
             with run_lock(run_dir):
-                place = restore_run(Path(restore_from), Path(root), run_dir, identities[arm, seed])
-            if place == run_dir:
-                log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: finished in {restore_from}, restored")
-                outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "restored", 0.0)
-                continue
+                place = restore_run(folder, Path(root), run_dir, identities[arm, seed])
+            if place is not None:
+                break
+        if place == run_dir:
+            log(f"[{index}/{len(runs)}] {spec.name} {arm} seed {seed}: finished in {folder}, restored")
+            outcomes[arm, seed] = RunOutcome(arm, seed, run_dir, "restored", 0.0)
+            continue
         if state == "fresh":
             identity = identities[arm, seed]
             target = find_shared_run(Path(root), identity, run_dir)
