@@ -632,11 +632,14 @@ def test_the_published_specs_are_the_record_the_pages_report():
 def test_the_shipped_specs_follow_the_protocol(tmp_path):
     """Greedy held-out on at least 96 problems (or a set's whole split) at step 0, shared per
     seed, and the end; at least 5 seeds; DAPO's overlong penalty only in the main comparison's
-    DAPO arms, where it is under test."""
+    DAPO arms, where it is under test; a header that states the spec's cost and minimum
+    detectable effect."""
     from microcoder.experiments.spec import arm_config
 
     for path in SPECS:
         spec, folder = load_spec(path)
+        header = path.read_text().split("\nname:", 1)[0]
+        assert "cost" in header and "Minimum detectable effect" in header, path
         assert len(spec.seeds) >= 5 and spec.share_heldout_start, path
         for arm in spec.arms:
             config = arm_config(spec, folder, arm, 0, tmp_path)
