@@ -546,9 +546,10 @@ def publish_summary(docs: Path) -> Path:
 
 
 def publish_start_cache(grid: Path, target: Path) -> None:
-    """Copy the step-0 held-out evaluations the grid's runs read (their heldout_start_cache)
-    to `target`, so that a later sitting restoring the grid (`run --restore`) reads them
-    instead of evaluating each seed's starting model again."""
+    """Copy every step-0 held-out evaluation in the cache folders the grid's runs read from
+    (their heldout_start_cache; one folder is shared by the grids of a runs root, so others'
+    come too) to `target`, so that a later sitting restoring the grid (`run --restore`) reads
+    them instead of evaluating each seed's starting model again."""
     caches = set()
     for config_path in grid.glob("*/seed-*/config.yaml"):
         cache = (yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}).get("heldout_start_cache")

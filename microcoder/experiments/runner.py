@@ -22,8 +22,8 @@ A finished run whose config is not what the spec now trains stops the grid befor
 starts (naming the run and the keys that differ), rather than being skipped as if current.
 
 `restore_from` (`--restore DIR`, repeatable) names published grids (`report --docs` data
-folders, each laid out as a runs root) for a runs root that lacks them, e.g. a fresh clone continuing a
-grid: a fresh run takes the finished run published at its place, or else a published twin
+folders, each laid out as a runs root) for a runs root that lacks them, e.g. a fresh
+clone continuing a grid: a fresh run takes the finished run published at its place, or else a published twin
 from any grid (copied to its own place under ROOT and shared as above), when the resolved
 config matches. A restored run holds the published files (config, metrics, summary) and
 restored.yaml naming where they came from; no checkpoint comes with it. The published
@@ -174,12 +174,11 @@ def restore_run(published: Path, root: Path, run_dir: Path, identity: str) -> Pa
     """Copy into `root` the finished published run with `identity`: the one at run_dir's place
     under `published`, else a twin in any published grid. Returns where it now lies under
     `root` (None: nothing to restore, or its place is taken)."""
-    source = None
     candidate = published / run_dir.relative_to(root)
-    if (candidate / "config.yaml").is_file() and shared_target(candidate) is None \
-            and run_state(candidate) == "finished" and run_identity(candidate, load_grid_spec(candidate.parents[1])) == identity:
-        source = candidate
-    source = source or find_shared_run(published, identity, exclude=None)
+    own = ((candidate / "config.yaml").is_file() and shared_target(candidate) is None
+           and run_state(candidate) == "finished"
+           and run_identity(candidate, load_grid_spec(candidate.parents[1])) == identity)
+    source = candidate if own else find_shared_run(published, identity, exclude=None)
     if source is None:
         return None
     place = root / source.relative_to(published)
