@@ -97,6 +97,7 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
                                            if line.startswith("| base_lr |")]
     assert "Shared runs (the same resolved config and seed, run once and read from there): " \
            "control/seed-0 is tiny/base_lr/seed-0; control/seed-1 is tiny/base_lr/seed-1." in report.read_text()
+    assert "Wall minutes in all: 0 in this grid's own runs, " in report.read_text()  # all of it is tiny's
     # any other config trains (here: refuses to, which shows it was asked)
     shared_spec = write_spec(tmp_path, name="tiny_shared", findings=[], arms={"other": ["learning_rate=0.02"]})
     with pytest.raises(Interrupted):
@@ -250,11 +251,11 @@ def test_an_arm_may_bring_its_own_base_configs_layered_in_order(tmp_path):
         load_spec(spec)
 
 
-def fake_run(run_dir: Path, batch: int, rows: list[dict]) -> None:
+def fake_run(run_dir: Path, batch: int, rows: list[dict], **summary) -> None:
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (run_dir / "config.yaml").write_text(f"train_batch_size: {batch}\ngroup_size: 4\n")
-    (run_dir / "summary.json").write_text(json.dumps({"steps": len(rows)}))
+    (run_dir / "summary.json").write_text(json.dumps({"steps": len(rows), **summary}))
 
 
 def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redrawable_grid(tmp_path):
@@ -271,7 +272,8 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
                 {"step": step, "reward_mean": 0.1 * step + seed, "seconds_rollout": 2.0 * batch,
                  "seconds_reward": 1.0, "seconds_update": 3.0 + seed,
                  # large judged behind its sampling (reward_overlap); small predates the key
-                 **({"seconds_reward_visible": 0.25} if arm == "large" else {})} for step in (1, 2, 3)])
+                 **({"seconds_reward_visible": 0.25} if arm == "large" else {})} for step in (1, 2, 3)],
+                 seconds=60.0 * (batch + seed), **({"resumed": True} if (arm, seed) == ("large", 1) else {}))
     docs = tmp_path / "docs"
     [(figure, report)] = report_all(tmp_path / "runs", docs=docs)
     text = report.read_text()
@@ -280,13 +282,19 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert idle in text and idle in (docs / "README.md").read_text()
     assert "| [batch](batch.md) | Large ends higher | reward_mean: large - small at last |" in (
         docs / "README.md").read_text()
-    # large: seeds 0.3 and 1.3 at step 3 -> mean 0.8, SE 0.5; last three points 0.2 and 1.2 -> 0.7 +- 0.5
-    assert "| large | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | 3 | 2 |" in text
-    assert "| large | seconds_rollout (all steps) | | | 8.0 +- 0.0 s | | 2 |" in text
-    assert "| small | seconds_update (all steps) | | | 3.5 +- 0.5 s | | 2 |" in text
-    assert "| large | seconds_reward_visible (all steps) | | | 0.2 +- 0.0 s | | 2 |" in text
+    # large: seeds 0.3 and 1.3 at step 3 -> mean 0.8, SE 0.5; last three points 0.2 and 1.2 -> 0.7 +- 0.5;
+    # each seed moved 0.3 - 0.1 = 0.2 from step 1
+    assert "| large | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | +0.200 +- 0.000 | 3 | 2 |" \
+        in text
+    # wall minutes: small 2 and 3, large 4 and 5 (one of them resumed)
+    assert "| small | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 2.0-3.0 | 2 |" in text
+    assert "| large | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 4.0-5.0 | 2 |" in text
+    assert "Wall minutes in all: 14 in this grid's own runs; 1 resumed run(s) (large) count from the resume." in text
+    assert "| large | seconds_rollout (all steps) | | | 8.0 +- 0.0 s | | | 2 |" in text
+    assert "| small | seconds_update (all steps) | | | 3.5 +- 0.5 s | | | 2 |" in text
+    assert "| large | seconds_reward_visible (all steps) | | | 0.2 +- 0.0 s | | | 2 |" in text
     # runs from before reward_overlap: the reward's visible time is all of it
-    assert "| small | seconds_reward_visible (all steps) | | | 1.0 +- 0.0 s | | 2 |" in text
+    assert "| small | seconds_reward_visible (all steps) | | | 1.0 +- 0.0 s | | | 2 |" in text
     from matplotlib.image import imread
     assert (docs / "batch.png").is_file() and imread(docs / "batch.png").shape[0] > 300
     published = docs / "data" / "batch"
@@ -345,9 +353,9 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     [(_, report)] = report_all(grid)
     text = report.read_text()
     # a: seeds 0 and 1 only; step 3: 0.3 and 1.3 -> 0.8 +- 0.5 (with seed 2, only step 1 would be shown)
-    assert "| a | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | 3 | 2 |" in text
+    assert "| a | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | +0.200 +- 0.000 | 3 | 2 |" in text
     # b: the one run with rows; the empty one has no step and is left out rather than emptying the curve
-    assert "| b | reward_mean | 0.100 +- 0.000 | 0.200 +- 0.000 | 0.150 +- 0.000 | 2 | 1 |" in text
+    assert "| b | reward_mean | 0.100 +- 0.000 | 0.200 +- 0.000 | 0.150 +- 0.000 | +0.100 +- 0.000 | 2 | 1 |" in text
     assert "Runs not finished: a/seed-2, b/seed-0, b/seed-1, b/seed-2 (an arm with a finished run" in text
     # The verdict reads finished runs alone: b's seed 0 has no last step yet, so nothing is paired
     # (were it read, seed 0 would pair a's step 3 with b's step 2).
@@ -376,8 +384,8 @@ def test_an_arm_whose_only_run_has_evaluated_step_0_is_reported(tmp_path):
     (grid / "b" / "seed-0" / "summary.json").unlink()
     [(_, report)] = report_all(grid)
     text = report.read_text()
-    assert "| a | heldout_accuracy | 0.500 +- 0.000 | 0.750 +- 0.000 | 0.750 +- 0.000 | 2 | 1 |" in text
-    assert "| b | heldout_accuracy | 0.500 +- 0.000 | 0.500 +- 0.000 | - | 0 | 1 |" in text
+    assert "| a | heldout_accuracy | 0.500 +- 0.000 | 0.750 +- 0.000 | 0.750 +- 0.000 | +0.250 +- 0.000 | 2 | 1 |" in text
+    assert "| b | heldout_accuracy | 0.500 +- 0.000 | 0.500 +- 0.000 | - | - | 0 | 1 |" in text
 
 
 def test_spec_vars_are_substituted_into_overrides_and_steps_and_replaced_at_run_time(tmp_path):

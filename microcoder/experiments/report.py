@@ -30,6 +30,7 @@ SUMMARY markers) is rewritten from every grid published under DOCS/data.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import statistics
@@ -143,6 +144,31 @@ def tail_mean(runs: list[list[dict]], key: str, points: int = 3) -> tuple[float,
         if values:
             per_seed.append(statistics.fmean(values[-points:]))
     return mean_and_error(per_seed) if per_seed else None
+
+
+def paired_change(runs: list[list[dict]], key: str) -> tuple[float, float] | None:
+    """Mean +- SE over seeds of each seed's change in `key` from the first to the last step
+    every seed logged it (paired by seed: the spread between seeds' starting points cancels);
+    None with fewer than two such steps."""
+    per_seed = [dict(zip(*series(rows, key))) for rows in runs]
+    steps = sorted(set.intersection(*(set(values) for values in per_seed))) if per_seed else []
+    if len(steps) < 2:
+        return None
+    return mean_and_error([values[steps[-1]] - values[steps[0]] for values in per_seed])
+
+
+def run_minutes(grid: Path, arm: str) -> list[tuple[float, bool, bool]]:
+    """(wall minutes, shared from elsewhere, resumed) of each of an arm's reported runs that
+    has a summary with `seconds` (wall time of the run's last start, held-out evaluations
+    included)."""
+    minutes = []
+    for run in reported_runs(grid / arm):
+        source = resolve_run(run)
+        summary = source / "summary.json"
+        record = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else {}
+        if "seconds" in record:
+            minutes.append((record["seconds"] / 60, source != run, bool(record.get("resumed"))))
+    return minutes
 
 
 def config_values(grid: Path, arms: list[str], key: str) -> dict[str, int]:
@@ -383,35 +409,51 @@ def judge_error_runs(grid: Path, spec) -> list[str]:
 def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path,
                  budgets: dict[str, list[dict[int, dict]]]) -> str:
     lines = ["| arm | metric | first (mean +- SE) | last (mean +- SE) | last 3 points after step 0 (mean +- SE) "
-             "| last step | n |",
-              "|---|---|---|---|---|---|---|"]
+             "| last - first, paired by seed (mean +- SE) | last step | n |",
+             "|---|---|---|---|---|---|---|---|"]
     for arm, runs in arms.items():
         for key in spec.metrics:
             if key == "time_split":
                 for part in TIME_SPLIT:
                     tail = tail_mean(runs, part, points=10**9)
                     shown = f"{tail[0]:.1f} +- {tail[1]:.1f} s" if tail else "-"
-                    lines.append(f"| {arm} | {part} (all steps) | | | {shown} | | {len(runs)} |")
+                    lines.append(f"| {arm} | {part} (all steps) | | | {shown} | | | {len(runs)} |")
                 continue
             steps, means, errors = arm_curve(runs, key)
             if not steps:
-                lines.append(f"| {arm} | {key} | - | - | - | - | {len(runs)} |")
+                lines.append(f"| {arm} | {key} | - | - | - | - | - | {len(runs)} |")
                 continue
             tail = tail_mean(runs, key)  # None: nothing logged after step 0 yet (a run in progress)
             shown = f"{tail[0]:.3f} +- {tail[1]:.3f}" if tail else "-"
+            change = paired_change(runs, key)
+            moved = f"{change[0]:+.3f} +- {change[1]:.3f}" if change else "-"
             lines.append(f"| {arm} | {key} | {means[0]:.3f} +- {errors[0]:.3f} | {means[-1]:.3f} +- {errors[-1]:.3f} "
-                         f"| {shown} | {steps[-1]} | {len(runs)} |")
+                         f"| {shown} | {moved} | {steps[-1]} | {len(runs)} |")
     lines += ["", "Budget spent per run (mean +- SE over seeds, to the last step): groups generated (refill "
               "rounds counted), responses judged, and seconds of rollout + reward waited for + update "
-              "(held-out evaluations not counted).", "",
-              "| arm | groups generated | responses judged | seconds | n |", "|---|---|---|---|---|"]
+              "(held-out evaluations not counted); and each run's wall minutes (summary.json `seconds`: "
+              "held-out evaluations counted, step 0's too where the run made it).", "",
+              "| arm | groups generated | responses judged | seconds | wall minutes per run (min-max) | n |",
+              "|---|---|---|---|---|---|"]
+    own, shared_minutes, resumed = 0.0, 0.0, []
     for arm, spent in budgets.items():
         totals = [run[max(run)] for run in spent]
         cells = []
         for key, digits in (("groups_generated", 1), ("responses_judged", 1), ("seconds", 0)):
             mean, error = mean_and_error([total[key] for total in totals])
             cells.append(f"{mean:.{digits}f} +- {error:.{digits}f}")
+        minutes = run_minutes(grid, arm)
+        walls = [wall for wall, _, _ in minutes]
+        cells.append(f"{min(walls):.1f}-{max(walls):.1f}" if walls else "-")
+        own += sum(wall for wall, elsewhere, _ in minutes if not elsewhere)
+        shared_minutes += sum(wall for wall, elsewhere, _ in minutes if elsewhere)
+        resumed += [arm for _, _, again in minutes if again]
         lines.append(f"| {arm} | {' | '.join(cells)} | {len(spent)} |")
+    if own or shared_minutes:
+        lines += ["", f"Wall minutes in all: {own:.0f} in this grid's own runs"
+                  + (f", {shared_minutes:.0f} more in the runs it shares with other grids" if shared_minutes else "")
+                  + (f"; {len(resumed)} resumed run(s) ({', '.join(sorted(set(resumed)))}) count from the resume"
+                     if resumed else "") + "."]
     shared = [f"{arm}/{run.name} is {shared_target(run).relative_to(grid.parent).as_posix()}"
               for arm in spec.arms for run in seed_dirs(grid / arm) if shared_target(run) is not None]
     if shared:
