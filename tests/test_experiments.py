@@ -529,6 +529,32 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
         run_experiment(changed, tmp_path / "third", train=refuse, log=lambda line: None, restore_from=(published,))
 
 
+def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path, monkeypatch):
+    """A twin lies at another grid's place, outside the lock of the run restoring it: a second
+    runner's copy may land there first. Neither fails, and the place holds one whole copy."""
+    from microcoder.experiments import runner
+
+    finish_as_planned(SPEC, tmp_path / "first")
+    report_all(tmp_path / "first", docs=tmp_path / "docs")
+    published = tmp_path / "docs" / "data"
+    twin_spec = write_spec(tmp_path, name="tiny_twin", findings=[], arms={"control": []})
+    root = tmp_path / "root"
+    copy = shutil.copytree
+
+    def copy_while_another_runner_restores(source, target, **kwargs):
+        place = root / Path(source).relative_to(published)
+        if not place.exists():  # the other runner's rename lands while this copy is under way
+            copy(source, place)
+        return copy(source, target, **kwargs)
+
+    monkeypatch.setattr(runner.shutil, "copytree", copy_while_another_runner_restores)
+    outcomes = run_experiment(twin_spec, root, train=refuse, log=lambda line: None, restore_from=(published,))
+    assert [o.status for o in outcomes] == ["shared", "shared"]
+    place = root / "tiny" / "base_lr" / "seed-0"
+    assert sorted(path.name for path in place.iterdir()) == ["config.yaml", "metrics.jsonl", "summary.json"]
+    assert not list(place.parent.glob(".*"))  # this runner's own copy was removed
+
+
 def test_the_step_0_evaluations_a_grid_read_are_published_and_restored(tmp_path):
     first = tmp_path / "first"
     spec = write_spec(tmp_path, name="tiny_start", share_heldout_start=True)

@@ -185,9 +185,19 @@ def restore_run(published: Path, root: Path, run_dir: Path, identity: str) -> Pa
     if place.exists() and place != run_dir:
         return None
     if place.exists():
-        shutil.rmtree(place)  # run_dir, killed before its first checkpoint
-    shutil.copytree(source, place)
-    (place / RESTORED_FILE).write_text(yaml.safe_dump({"from": str(source.resolve())}), encoding="utf-8")
+        shutil.rmtree(place)  # run_dir, killed before its first checkpoint (we hold its lock)
+    # A twin's place is not under this run's lock: copy beside it and rename, so a second
+    # runner restoring the same twin at the same moment finds either nothing or all of it.
+    staging = place.parent / f".{place.name}.restoring-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    (staging / RESTORED_FILE).write_text(yaml.safe_dump({"from": str(source.resolve())}), encoding="utf-8")
+    try:
+        staging.rename(place)
+    except OSError:  # the other runner's copy landed first: the same files
+        shutil.rmtree(staging)
+        if run_state(place) != "finished":
+            return None
     if not (place.parents[1] / "spec.yaml").is_file():
         shutil.copyfile(source.parents[1] / "spec.yaml", place.parents[1] / "spec.yaml")
     return place
