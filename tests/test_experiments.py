@@ -515,6 +515,7 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
     # place and shared, as it would be had it finished under this root.
     twin_spec = write_spec(tmp_path, name="tiny_twin", findings=[], arms={"control": []})
     elsewhere = tmp_path / "elsewhere"
+    (tmp_path / "nothing").mkdir()
     outcomes = run_experiment(twin_spec, elsewhere, train=refuse, log=lambda line: None,
                               restore_from=(tmp_path / "nothing", published))  # folders tried in order
     assert [o.status for o in outcomes] == ["shared", "shared"]
@@ -522,6 +523,13 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
         "run": "tiny/base_lr/seed-0"}
     assert run_state(elsewhere / "tiny" / "base_lr" / "seed-0") == "finished"
     assert not (elsewhere / "tiny" / "high_lr").exists()
+
+    # A mistyped folder fails before anything is placed, rather than restoring nothing and
+    # training every run again.
+    with pytest.raises(FileNotFoundError, match="no-such-folder"):
+        run_experiment(SPEC, tmp_path / "typo", train=refuse, log=lambda line: None,
+                       restore_from=(tmp_path / "no-such-folder",))
+    assert not (tmp_path / "typo").exists()
 
     # A published run of another config is not restored: that run trains (here: is refused).
     changed = write_spec(tmp_path, name="tiny", overrides=["heldout_size=0", "learning_rate=0.002"])

@@ -408,6 +408,10 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
         raise ValueError(f"parallel must be >= 1, got {parallel}")
     if parallel > 1 and train is not None:
         raise ValueError("parallel runs use the default trainer; a custom train() runs in this process")
+    published = [Path(folder) for folder in restore_from]
+    for folder in published:
+        if not folder.is_dir():  # a mistyped folder would restore nothing and retrain every run
+            raise FileNotFoundError(f"--restore {folder}: no such folder of published grids")
     spec, folder = load_spec(spec_path, extra, variables)
     train = train or (lambda config, resume: run_training(config, resume=resume))  # run_dir is always set
     grid = Path(root) / spec.name
@@ -423,7 +427,6 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     check_finished_runs(spec, spec_path, {grid / arm / f"seed-{seed}": (identities[arm, seed],
                                                                          plans[arm, seed][-1].total_steps)
                                           for arm, seed in runs})
-    published = [Path(folder) for folder in restore_from]
     for folder in published if start_cache is not None else ():
         for path in sorted((folder / START_CACHE).glob("heldout-start-*.json")):
             if not (start_cache / path.name).is_file():
