@@ -409,9 +409,9 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     if parallel > 1 and train is not None:
         raise ValueError("parallel runs use the default trainer; a custom train() runs in this process")
     published = [Path(folder) for folder in restore_from]
-    for folder in published:
-        if not folder.is_dir():  # a mistyped folder would restore nothing and retrain every run
-            raise FileNotFoundError(f"--restore {folder}: no such folder of published grids")
+    missing = [source for source in published if not source.is_dir()]
+    if missing:  # a mistyped folder would restore nothing and retrain every run
+        raise FileNotFoundError(f"--restore {missing[0]}: no such folder of published grids")
     spec, folder = load_spec(spec_path, extra, variables)
     train = train or (lambda config, resume: run_training(config, resume=resume))  # run_dir is always set
     grid = Path(root) / spec.name
