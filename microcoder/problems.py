@@ -45,6 +45,13 @@ class TestCase(BaseModel):
 
     input: str
     output: str
+    shown: bool = False
+    """The test appears in the statement (an example the model sees): a program that prints
+    the shown outputs passes it without solving anything. The training reward always
+    includes hidden tests (`microcoder.algorithms.rewards.select_tests`)."""
+    generated: bool = False
+    """Made by the data pipeline's amplify stage: an input generated from the stored ones,
+    answered by the reference solution (docs/data_pipeline.md)."""
 
 
 class Checker(BaseModel):

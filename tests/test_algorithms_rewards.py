@@ -50,6 +50,21 @@ def test_select_tests_by_hand():
     assert select_tests(lengths, 7, seed=0) == select_tests(lengths, None, seed=0) == list(range(7))
 
 
+def test_select_tests_takes_hidden_tests_first():
+    lengths = [3, 9, 1, 9, 5, 2, 7]
+    shown = [False, True, False, True, False, False, False]  # the two 9s are the statement's examples
+    # N = 2 of 5 hidden: ceil(2/2) = 1 longest hidden (7, index 6), then 1 drawn from the other hidden.
+    chosen = select_tests(lengths, 2, seed=7, shown=shown)
+    assert 6 in chosen and not {1, 3} & set(chosen)
+    assert [i for i in chosen if i != 6] == random.Random(7).sample([0, 2, 4, 5], 1)
+    # N = 6 of 5 hidden: every hidden test, and the longest shown one fills the last place (index 1).
+    assert select_tests(lengths, 6, seed=7, shown=shown) == [0, 1, 2, 4, 5, 6]
+    # No hidden test (nothing to prefer) or no marks: the length rule alone.
+    assert select_tests(lengths, 3, seed=0, longest=3, shown=[True] * 7) == [1, 3, 6]
+    with pytest.raises(ValueError, match="shown"):
+        select_tests(lengths, 3, seed=0, shown=[True])
+
+
 def test_select_tests_is_a_seeded_choice():
     lengths = list(range(40, 0, -1))  # test i has length 40 - i: the longest come first
     runs = {tuple(select_tests(lengths, 10, seed)) for seed in range(20)}

@@ -44,6 +44,9 @@ def write_config(tmp: Path, **overrides) -> Path:
             {"path": "hf:json", "name": "hfset", "data_files": [str(FIXTURES / "hf_rows.jsonl")], "licence": "MIT (fixture)"},
         ],
         "decontaminate": {"eval_sets": [{"name": "evalset", "path": str(FIXTURES / "evalset.jsonl")}]},
+        # Most fixture problems have no reference: kept here so that each later rule meets
+        # them (tests/test_data_amplify.py holds the default, which removes them).
+        "amplify": {"keep_unverified": True},
     }
     config.update(overrides)
     path = tmp / "data.yaml"
@@ -75,7 +78,7 @@ def test_every_fixture_problem_ends_where_expected(built):
     corpus = read_problems(config.stage_dir("export") / "microcoder-dataset.jsonl")
     assert [p.id for p in corpus] == EXPECTED_KEPT
     assert {stage: manifests[stage]["counts"]["out"] for stage in STAGES} == {
-        "ingest": 13, "validate": 10, "dedup": 8, "decontaminate": 6, "difficulty": 6, "export": 6}
+        "ingest": 13, "validate": 10, "dedup": 8, "decontaminate": 6, "amplify": 6, "difficulty": 6, "export": 6}
 
 
 def test_tests_checkers_and_provenance_of_kept_problems(built):
@@ -117,7 +120,8 @@ def test_parquet_loads_with_datasets_and_round_trips(built):
     config, _, _ = built
     export_dir = config.stage_dir("export")
     dataset = datasets.load_dataset("parquet", data_files=str(export_dir / "microcoder-dataset.parquet"), split="train")
-    assert dataset.num_rows == 6 and dataset[0]["tests"][0] == {"input": "2\n1 2\n3 4\n", "output": "3\n7\n"}
+    assert dataset.num_rows == 6 and dataset[0]["tests"][0] == {"input": "2\n1 2\n3 4\n", "output": "3\n7\n",
+                                                                  "shown": False, "generated": False}
     jsonl = read_problems(export_dir / "microcoder-dataset.jsonl")
     assert [parquet_row_to_problem(row) for row in dataset] == jsonl
 
@@ -144,7 +148,7 @@ def test_rerun_skips_done_stages_and_a_config_change_reruns_from_its_stage(built
     config.decontaminate.overlap_threshold = 0.99  # the edited copy no longer counts
     logs = []
     manifests = build(config, log=logs.append)
-    assert [line.endswith("skipped") for line in logs] == [True, True, True, False, False, False]
+    assert [line.endswith("skipped") for line in logs] == [True, True, True, False, False, False, False]
     assert manifests["decontaminate"]["counts"]["removed"] == 1
     config.decontaminate.overlap_threshold = 0.5
     build(config, log=lambda _: None)

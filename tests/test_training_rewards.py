@@ -132,6 +132,20 @@ def test_the_test_budget_judges_the_chosen_tests_only(tmp_path, evaluator):
     assert budget.reward.evaluator.evaluate_code(budget_problem(), code).verdict == "wrong_answer"
 
 
+def test_the_budget_judges_hidden_tests_before_shown_ones(tmp_path, evaluator):
+    # The longest input is the statement's example (shown): the length rule alone would
+    # spend a budget of 1 on it, and a program that returns the shown answer would earn 1.
+    problem = budget_problem().model_copy(update={"id": "tiny/shown", "prompt": "Return a + b: 1000000, 2000000 -> 3000000."})
+    problem.tests[2].shown = True
+    shown_answer = "```python\ndef add(a, b):\n    return 3000000\n```"
+    train, heldout = tiny_problems()
+    budget = make_trainer(tmp_path, evaluator, "reward_max_tests=1", problems=(train + [problem], heldout))
+    chosen = budget.reward.problems["tiny/shown"].tests
+    assert len(chosen) == 1 and not chosen[0].shown
+    rewards, scored = score(budget, [shown_answer, RIGHT], "tiny/shown")
+    assert rewards == [0.0, 1.0] and scored.verdicts[0] == "wrong_answer"
+
+
 def test_the_cache_judges_repeats_once_and_changes_no_reward(tmp_path, evaluator):
     programs = [RIGHT, FIRST_ONLY, RIGHT, "no code at all", FIRST_ONLY, WRONG, RIGHT, RIGHT]
     counted = {}

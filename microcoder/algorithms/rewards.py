@@ -65,7 +65,7 @@ def problem_seed(seed: int, problem_id: str) -> int:
 
 
 def select_tests(input_lengths: Sequence[int], max_tests: int | None, seed: int,
-                 longest: int | None = None) -> list[int]:
+                 longest: int | None = None, shown: Sequence[bool] | None = None) -> list[int]:
     """Indices of the tests a budget of `max_tests` keeps, in their original order.
 
     Args:
@@ -74,6 +74,10 @@ def select_tests(input_lengths: Sequence[int], max_tests: int | None, seed: int,
         seed: the draw's seed (`problem_seed` for a problem's own).
         longest: how many of the N go to the longest inputs; None: ceil(N / 2). The
             benchmarks pass N (DeepCoder's rule) and 0 (a plain seeded sample) to compare.
+        shown: (T,) whether each test appears in the statement (`TestCase.shown`). Hidden
+            tests are chosen first, by the rule below, and shown ones only fill what the
+            hidden leave of the budget: a program that prints the statement's outputs
+            must not earn a reward on a budget of shown tests.
 
     Ties in length go to the earlier test. The rest are drawn without replacement by
     `random.Random(seed)`, so the same arguments give the same tests everywhere.
@@ -86,8 +90,23 @@ def select_tests(input_lengths: Sequence[int], max_tests: int | None, seed: int,
     longest = math.ceil(max_tests / 2) if longest is None else longest
     if not 0 <= longest <= max_tests:
         raise ValueError(f"longest must be in [0, max_tests={max_tests}], got {longest}")
-    by_length = sorted(range(total), key=lambda index: (-input_lengths[index], index))
+    if shown is not None and len(shown) != total:
+        raise ValueError(f"shown has {len(shown)} entries for {total} tests")
+    hidden = [index for index in range(total) if shown is None or not shown[index]]
+    if len(hidden) >= max_tests:
+        return _longest_then_sample(hidden, input_lengths, max_tests, longest, seed)
+    hidden_set = set(hidden)
+    rest = [index for index in range(total) if index not in hidden_set]
+    fill = max_tests - len(hidden)
+    return sorted(hidden + _longest_then_sample(rest, input_lengths, fill, min(longest, fill), seed))
+
+
+def _longest_then_sample(candidates: list[int], input_lengths: Sequence[int], count: int, longest: int,
+                         seed: int) -> list[int]:
+    """`count` of `candidates` (indices): the `longest` with the longest inputs, then a
+    seeded sample of the others; sorted."""
+    by_length = sorted(candidates, key=lambda index: (-input_lengths[index], index))
     chosen = by_length[:longest]
     rest = sorted(by_length[longest:])
-    chosen += random.Random(seed).sample(rest, max_tests - longest)
+    chosen += random.Random(seed).sample(rest, count - longest)
     return sorted(chosen)

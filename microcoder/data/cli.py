@@ -112,7 +112,8 @@ for _stage, _summary in (
     ("validate", "Stage 2: drop tests that do not belong, run references, infer checkers."),
     ("dedup", "Stage 3: remove exact and near duplicates, keeping the richer record."),
     ("decontaminate", "Stage 4: remove problems that match the evaluation sets."),
-    ("difficulty", "Stage 5: optional model pass rate; pass-rate band and date filters."),
-    ("export", "Stage 6: write Parquet, JSONL and the datasheet."),
+    ("amplify", "Stage 5: mark shown tests, generate hidden ones answered by the reference."),
+    ("difficulty", "Stage 6: optional model pass rate; pass-rate band and date filters."),
+    ("export", "Stage 7: write Parquet, JSONL, verl's parquet, the split and the datasheet."),
 ):
     _stage_command(_stage, _summary)

@@ -165,8 +165,51 @@ class DecontaminateConfig:
 
 
 @dataclass
+class AmplifyConfig:
+    """Stage 5: shown and hidden tests; inputs generated from each reference problem's
+    stored ones, answered by its reference (amplify.py)."""
+
+    enabled: bool = True
+    """Generate tests (off: only mark shown tests and apply the two removals below)."""
+    tests_per_problem: int = 50
+    """Inputs generated per `call` problem with a reference (fewer when the input space is
+    small); those the reference answers become hidden tests. On 274 LeetCodeDataset and
+    MBPP problems, about 50 brought problems accepting a provably wrong mutant from 28.5%
+    to about 1% (benchmarks/corpus_adequacy.py measures the build's own figure)."""
+    seed: int = 0
+    """Seed of the generated inputs (with each problem's id)."""
+    max_items: int = 60
+    """Most items a generated list may have (the statement's limit is often 10^5)."""
+    max_chars: int = 60
+    """Most characters a generated string may have."""
+    max_input_chars: int = 4000
+    """Most characters of one generated test's input (its JSON lines)."""
+    keep_unverified: bool = False
+    """Keep problems with no reference solution (marked `metadata.verified: false`): their
+    tests cannot be checked or extended, and most are the statement's examples."""
+    batch_size: int = 500
+    """Reference runs between two writes of the answer cache."""
+    answers_from: str | None = None
+    """Another build's `amplify/reference_answers.jsonl`: answers (and their CPU times) found
+    there are taken instead of run, so a rebuild reproduces that build's limits exactly
+    (as `validate.reference_timings_from` does for stored tests)."""
+
+    def __post_init__(self) -> None:
+        for name in ("tests_per_problem", "max_items", "max_chars", "max_input_chars", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "tests_per_problem" else 1):
+                raise ValueError(f"amplify.{name} must be a non-negative integer"
+                                 f"{'' if name == 'tests_per_problem' else ' >= 1'}, got {value!r}")
+        for name in ("enabled", "keep_unverified"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"amplify.{name} must be true or false, got {getattr(self, name)!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"amplify.seed must be an integer, got {self.seed!r}")
+
+
+@dataclass
 class DifficultyConfig:
-    """Stage 5: labels, optional model pass rate, pass-rate band and date filters."""
+    """Stage 6: labels, optional model pass rate, pass-rate band and date filters."""
 
     estimate_pass_rate: bool = False
     """Sample the model and judge its answers (slow on CPU; off unless asked for)."""
@@ -193,12 +236,23 @@ class DifficultyConfig:
 
 @dataclass
 class ExportConfig:
-    """Stage 6: Parquet + JSONL + datasheet."""
+    """Stage 7: Parquet + JSONL + datasheet."""
 
     name: str = "microcoder-dataset"
     """File stem of the exported corpus."""
     examples_per_reason: int = 3
     """Removed problems listed per reason in the datasheet."""
+    validation_fraction: float = 0.05
+    """Share of problems in the validation split (verl/ and trl/ files, split.json)."""
+    split_seed: int = 0
+    """Seed of the split (with each problem's id, through sha256)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.validation_fraction, bool) or not isinstance(self.validation_fraction, (int, float)) \
+                or not 0 <= self.validation_fraction < 1:
+            raise ValueError(f"export.validation_fraction must be in [0, 1), got {self.validation_fraction!r}")
+        if isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int):
+            raise ValueError(f"export.split_seed must be an integer, got {self.split_seed!r}")
 
 
 @dataclass
@@ -219,6 +273,7 @@ class PipelineConfig:
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
     decontaminate: DecontaminateConfig = field(default_factory=DecontaminateConfig)
+    amplify: AmplifyConfig = field(default_factory=AmplifyConfig)
     difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
     base_dir: str = "."
@@ -241,7 +296,7 @@ def _from_dict(cls: type, data: Any, where: str) -> Any:
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(known)}")
     nested = {"validate": ValidateConfig, "dedup": DedupConfig, "decontaminate": DecontaminateConfig,
-              "difficulty": DifficultyConfig, "export": ExportConfig}
+              "amplify": AmplifyConfig, "difficulty": DifficultyConfig, "export": ExportConfig}
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key in ("sources", "eval_sets"):

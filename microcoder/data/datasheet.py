@@ -169,6 +169,9 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
     lines += section_on_test_counts((manifests.get("validate") or {}).get("extra", {}).get("tests_per_problem", {}),
                                        problems, config)
 
+    lines += shown_and_hidden_section((manifests.get("amplify") or {}).get("extra", {}), problems)
+    lines += adequacy_section(out_dir / ADEQUACY_FILE)
+
     buckets = Counter(difficulty_bucket(p) for p in problems)
     ordered = dict(sorted(buckets.items()))
     _bar_chart(out_dir / "difficulty.png", ordered or {"(none)": 0}, "Difficulty (source label or estimated pass rate)", "problems")
@@ -213,8 +216,75 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
     if eval_sets:
         lines += ["## Evaluation sets decontaminated against", "", "| set | problems |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in eval_sets.items()] + [""]
+    lines += licence_section(problems)
     (out_dir / "datasheet.md").write_text("\n".join(lines) + "\n")
     return ["sources.png", "difficulty.png"]
+
+
+ADEQUACY_FILE = "adequacy.json"
+"""Written beside the corpus by benchmarks/corpus_adequacy.py; the datasheet shows it when present."""
+
+
+def shown_and_hidden_section(extra: dict, problems: list[Problem]) -> list[str]:
+    """Per source: tests shown in the statement, stored hidden ones, generated ones, and
+    the problems the amplify stage removed."""
+    lines = ["## Shown and hidden tests", "",
+             "A test is *shown* when its input and output appear in the statement: a program that prints the "
+             "shown outputs passes it. The training reward judges hidden tests first "
+             "(`select_tests`); the amplify stage generates hidden tests for `call` problems with a reference "
+             "and removes problems left with none, and problems with no reference (unverified).", ""]
+    per_source = extra.get("per_source", {})
+    if not per_source:
+        return lines + ["(no amplify manifest)", ""]
+    columns = ["problems", "shown tests", "stored hidden tests", "generated tests", "amplified problems",
+               "removed: unverified", "removed: no hidden tests", "kept"]
+    lines += ["| source | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for source, tally in per_source.items():
+        lines.append(f"| {source} | " + " | ".join(str(tally.get(column, 0)) for column in columns) + " |")
+    discarded = extra.get("discarded_candidates", {})
+    if discarded:
+        lines += ["", "Generated inputs the reference did not answer (not kept): "
+                  + "; ".join(f"{reason}: {count}" for reason, count in discarded.items()) + "."]
+    generated = sum(test.generated for p in problems for test in p.tests)
+    only_generated = sum(all(test.shown or test.generated for test in p.tests) and any(t.generated for t in p.tests)
+                         for p in problems)
+    lines += ["", f"In the corpus: {generated} generated tests; {only_generated} problems whose only hidden tests "
+              "are generated ones; every problem has at least one hidden test.", ""]
+    return lines
+
+
+def adequacy_section(path: Path) -> list[str]:
+    """The corpus's quality figure (benchmarks/corpus_adequacy.py), when it has been measured."""
+    lines = ["## Test adequacy", ""]
+    if not path.exists():
+        return lines + ["Not measured for this build: `python benchmarks/corpus_adequacy.py --build-dir WORK_DIR` "
+                        "mutates references, judges the mutants on the stored and on the amplified tests and "
+                        "writes the figures here.", ""]
+    report = json.loads(path.read_text())
+    lines += [report.get("summary", ""), "",
+              "| source | problems | mutants | provably wrong | killed by stored tests | killed by corpus tests | "
+              "problems accepting a wrong mutant (stored) | (corpus) | shown-outputs program rewarded |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for source, row in report.get("per_source", {}).items():
+        lines.append(f"| {source} | {row['problems']} | {row['mutants']} | {row['provably_wrong']} | "
+                     f"{row['killed_stored']} | {row['killed_corpus']} | {row['accepting_stored']} | "
+                     f"{row['accepting_corpus']} | {row['shown_outputs_rewarded']} / {row['shown_outputs_judged']} |")
+    return lines + ["", f"Command: `{report.get('command', '')}`", ""]
+
+
+def licence_section(problems: list[Problem]) -> list[str]:
+    """The licence each source's records carry (the loaders record it per record)."""
+    by_source: dict[str, Counter[str]] = defaultdict(Counter)
+    for problem in problems:
+        by_source[problem.metadata.get("pipeline_source", problem.source)][
+            str(problem.metadata.get("licence") or "not stated")] += 1
+    lines = ["## Licences", "", "The licence recorded on each source's records (the source's own terms; problem "
+             "statements may carry their platform's terms too). Generated tests are answers of the source's "
+             "reference solution and follow its licence.", "", "| source | licence | problems |", "|---|---|---:|"]
+    for source, licences in sorted(by_source.items()):
+        for licence, count in sorted(licences.items()):
+            lines.append(f"| {source} | {licence.replace('|', '/')} | {count} |")
+    return lines + [""]
 
 
 def section_on_test_counts(histograms: dict[str, dict[str, dict[str, int]]], problems: list[Problem],

@@ -1,11 +1,18 @@
-"""Stage 6, export: the corpus as Parquet and JSONL, and its datasheet.
+"""Stage 7, export: the corpus as Parquet and JSONL, the engines' files, and its datasheet.
 
 - `<name>.jsonl`: canonical problems (docs/formats.md), readable with `read_problems`.
 - `<name>.parquet`: the same rows with a fixed Arrow schema, so that
   `datasets.load_dataset("parquet", data_files=...)` reads it. `metadata` varies in shape
   from source to source, so it is stored as JSON text (`json.loads(row["metadata"])`);
-  `checker` is a struct (null when absent); `tests` a list of {input, output}.
-  `parquet_row_to_problem` turns a row back into a `Problem`.
+  `checker` is a struct (null when absent); `tests` a list of {input, output, shown,
+  generated}. `parquet_row_to_problem` turns a row back into a `Problem`.
+- `split.json`: the seeded train/validation split (`export.validation_fraction`,
+  `export.split_seed`; `engines.split_of`), ids per split.
+- `verl/train.parquet`, `verl/validation.parquet`: verl's RL rows (engines.py), each naming
+  its problem by reference into `<name>.jsonl` (list that file in verl's
+  `reward.custom_reward_function.reward_kwargs.problems_files`).
+- `trl/train.parquet`, `trl/validation.parquet`: TRL's conversational prompts
+  (`prompt` = the chat messages with the starter code, `problem_id`).
 - `datasheet.md` + `sources.png` + `difficulty.png` (datasheet.py).
 - `all_rejects.jsonl`: every malformed record of every stage, with file, row and field.
 """
@@ -30,7 +37,8 @@ def arrow_schema():
     return pa.schema([
         ("id", pa.string()), ("prompt", pa.string()), ("kind", pa.string()), ("entry_point", pa.string()),
         ("starter_code", pa.string()), ("prelude", pa.string()),
-        ("tests", pa.list_(pa.struct([("input", pa.string()), ("output", pa.string())]))),
+        ("tests", pa.list_(pa.struct([("input", pa.string()), ("output", pa.string()), ("shown", pa.bool_()),
+                                      ("generated", pa.bool_())]))),
         ("time_limit_s", pa.float64()), ("memory_limit_mb", pa.int64()), ("checker", checker),
         ("source", pa.string()), ("difficulty", pa.string()), ("date", pa.string()),
         ("tags", pa.list_(pa.string())), ("metadata", pa.string()),
@@ -63,17 +71,30 @@ def export_corpus(problems: list[Problem], config: PipelineConfig, context: Stag
     from microcoder.data.datasheet import write_datasheet
     from microcoder.data.stages import STAGES
 
+    from microcoder.data.engines import split_of, write_trl_parquet, write_verl_parquet
+
     out_dir = config.stage_dir("export")
     name = config.export.name
-    with context.progress("export", 4) as advance:
+    with context.progress("export", 5) as advance:
         write_lines_atomic(out_dir / f"{name}.jsonl", (p.model_dump_json() for p in problems))
         advance()
         write_parquet(out_dir / f"{name}.parquet", problems)
+        advance()
+        splits: dict[str, list[Problem]] = {"train": [], "validation": []}
+        for problem in problems:
+            splits[split_of(problem.id, config.export.validation_fraction, config.export.split_seed)].append(problem)
+        write_lines_atomic(out_dir / "split.json", [json.dumps(
+            {"validation_fraction": config.export.validation_fraction, "seed": config.export.split_seed,
+             **{split: [p.id for p in members] for split, members in splits.items()}}, indent=1)])
+        for split, members in splits.items():
+            write_verl_parquet(members, out_dir / "verl" / f"{split}.parquet", split)
+            write_trl_parquet(members, out_dir / "trl" / f"{split}.parquet")
         advance()
         all_rejects = [r for stage in STAGES[:-1] for r in read_json_lines(config.stage_dir(stage) / "rejects.jsonl")]
         write_lines_atomic(out_dir / "all_rejects.jsonl", (json.dumps(r, ensure_ascii=False) for r in all_rejects))
         advance()
         figures = write_datasheet(config, problems, out_dir)
         advance()
-    files = [f"{name}.jsonl", f"{name}.parquet", "all_rejects.jsonl", "datasheet.md", *figures]
+    files = [f"{name}.jsonl", f"{name}.parquet", "all_rejects.jsonl", "datasheet.md", "split.json",
+             "verl/train.parquet", "verl/validation.parquet", "trl/train.parquet", "trl/validation.parquet", *figures]
     return StageOutput(problems, extra={"files": files})

@@ -6,7 +6,7 @@
 
 Stages, in order (docs/data_pipeline.md says what each removes and why):
 
-    ingest -> validate -> dedup -> decontaminate -> difficulty -> export
+    ingest -> validate -> dedup -> decontaminate -> amplify -> difficulty -> export
 
 Each stage reads the previous stage's `problems.jsonl` and writes, under
 `work_dir/<stage>/`: `problems.jsonl` (what it kept), `removed.jsonl` (one `Removal`
@@ -48,7 +48,7 @@ from microcoder.data.stages import (
 )
 from microcoder.problems import Problem
 
-PIPELINE_VERSION = 5
+PIPELINE_VERSION = 6
 """Part of every stage's config hash: bump when a stage's behaviour changes."""
 
 
@@ -61,6 +61,11 @@ def stage_config(config: PipelineConfig, stage: str) -> dict[str, Any]:
         settings = asdict(config.validate)
         settings.pop("batch_size")  # how often verdicts are cached, not what they are
         return {**common, **settings, "time_limit_s": config.time_limit_s}
+    if stage == "amplify":
+        settings = asdict(config.amplify)
+        settings.pop("batch_size")
+        limits = {name: value for name, value in asdict(config.validate).items() if name.startswith("time_limit")}
+        return {**common, **settings, **limits, "time_limit_s": config.time_limit_s}
     if stage == "difficulty":
         return {**common, **asdict(config.difficulty), "time_limit_s": config.time_limit_s}
     section = getattr(config, stage)
@@ -166,6 +171,10 @@ def _run_on_problems(stage: str, problems: list[Problem], config: PipelineConfig
         from microcoder.data.decontaminate import remove_contaminated
 
         return remove_contaminated(problems, config, context)
+    if stage == "amplify":
+        from microcoder.data.amplify import amplify_problems
+
+        return amplify_problems(problems, config, context)
     if stage == "difficulty":
         from microcoder.data.difficulty import filter_by_difficulty
 

@@ -21,7 +21,7 @@ from microcoder.data.config import PipelineConfig
 from microcoder.data.records import Reject
 from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, parse_problems
 
-STAGES = ("ingest", "validate", "dedup", "decontaminate", "difficulty", "export")
+STAGES = ("ingest", "validate", "dedup", "decontaminate", "amplify", "difficulty", "export")
 """The stages in order; each reads the previous one's problems.jsonl."""
 
 

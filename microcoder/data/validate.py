@@ -314,7 +314,7 @@ def _infer_checker(problem: Problem) -> str | None:
 def reference_key(problem: Problem) -> str:
     """What a reference verdict depends on."""
     return sha256_of(problem.kind, problem.entry_point, problem.call_prelude() if problem.kind == "call" else "",
-                     problem.metadata.get("reference_solution"), [t.model_dump() for t in problem.tests],
+                     problem.metadata.get("reference_solution"), [{"input": t.input, "output": t.output} for t in problem.tests],
                      problem.checker.model_dump() if problem.checker else None,
                      problem.time_limit_s, problem.memory_limit_mb)
 

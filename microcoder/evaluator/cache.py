@@ -46,11 +46,12 @@ DEFAULT_CACHE_ENTRIES = 4096
 
 def problem_on_budget(problem: Problem, max_tests: int | None, seed: int) -> Problem:
     """`problem` judged on at most `max_tests` of its tests (`select_tests` with the
-    problem's own seed, `problem_seed(seed, problem.id)`); the problem itself when it has
-    no more than that."""
+    problem's own seed, `problem_seed(seed, problem.id)`, hidden tests first); the problem
+    itself when it has no more than that."""
     if max_tests is None or len(problem.tests) <= max_tests:
         return problem
-    keep = select_tests([len(test.input) for test in problem.tests], max_tests, problem_seed(seed, problem.id))
+    keep = select_tests([len(test.input) for test in problem.tests], max_tests, problem_seed(seed, problem.id),
+                        shown=[test.shown for test in problem.tests])
     return problem.model_copy(update={"tests": [problem.tests[index] for index in keep]})
 
 

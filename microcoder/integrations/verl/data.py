@@ -2,20 +2,9 @@
 
     python -m microcoder.integrations.verl.data problems.jsonl --out train.parquet [--split train] [--inline]
 
-A row, as verl 0.9.1's RLHFDataset and reward loop read it:
-    data_source   "microcoder/<problem source>" (verl groups validation metrics by it)
-    prompt        the chat messages our TRL trainer shows the policy (`build_messages`)
-    ability       "code"
-    reward_model  {"style": "rule", "ground_truth": <a reference to the problem>}: what
-                  `compute_score` judges against
-    extra_info    {"split", "index" (row number), "problem_id"}
-
-The ground truth is a reference by default, `{"ref": <id>, "sha256": <digest>}`
-(problem_store.py): verl copies it into every trajectory, so the hidden tests stay in the
-problems file, which each reward worker reads once
-(`reward.custom_reward_function.reward_kwargs.problems_files`), and a problem edited since
-the conversion is refused. With `--inline` it is the whole problem as one JSON string (no
-problems file needed, but rollout.n copies of every test per prompt per step). Needs
+A row is `microcoder.data.engines.verl_row` (`microcoder data build` writes the same rows
+for its train/validation split): the chat prompt, and the problem as a reference into the
+problems file by default (`--inline`: the whole problem). Needs
 pyarrow (in verl's environment, and in our `data` extra).
 """
 
@@ -26,33 +15,10 @@ import pickle
 from collections.abc import Sequence
 from pathlib import Path
 
-from microcoder.integrations.verl.problem_store import problem_reference
-from microcoder.policy.prompts import build_messages
+from microcoder.data.engines import verl_row, write_verl_parquet
 from microcoder.problems import Problem, read_problems
 
-
-def verl_row(problem: Problem, index: int, split: str, inline: bool = False) -> dict:
-    """The verl dataset row of one problem (see the module docstring)."""
-    ground_truth = problem.model_dump_json() if inline else problem_reference(problem)
-    return {
-        "data_source": f"microcoder/{problem.source or 'unknown'}",
-        "prompt": build_messages(problem),
-        "ability": "code",
-        "reward_model": {"style": "rule", "ground_truth": ground_truth},
-        "extra_info": {"split": split, "index": index, "problem_id": problem.id},
-    }
-
-
-def write_verl_parquet(problems: Sequence[Problem], path: str | Path, split: str = "train",
-                       inline: bool = False) -> int:
-    """Write `problems` as verl rows to `path`; returns the row count."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = [verl_row(problem, index, split, inline) for index, problem in enumerate(problems)]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), str(path))
-    return len(rows)
+__all__ = ["verl_row", "write_verl_parquet", "trajectory_bytes", "size_report", "main"]
 
 
 def trajectory_bytes(problems: Sequence[Problem], inline: bool) -> list[int]:

@@ -18,25 +18,17 @@ index, plus whatever the caller caches (reward.py keeps the last PROBLEM_CACHE_S
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from microcoder.data.engines import problem_reference, problem_sha256
 from microcoder.problems import DuplicateIdError, Problem, ProblemFormatError, parse_problem
 
+__all__ = ["ProblemStore", "REFERENCE_KEYS", "parse_reference", "problem_reference", "problem_sha256"]
+
 REFERENCE_KEYS = {"ref", "sha256"}
-
-
-def problem_sha256(problem: Problem) -> str:
-    """The hex sha256 of the problem's canonical JSON (what a reference pins)."""
-    return hashlib.sha256(problem.model_dump_json().encode()).hexdigest()
-
-
-def problem_reference(problem: Problem) -> str:
-    """The ground-truth string that names `problem` by id and digest."""
-    return json.dumps({"ref": problem.id, "sha256": problem_sha256(problem)})
 
 
 def parse_reference(ground_truth: str) -> tuple[str, str] | None:

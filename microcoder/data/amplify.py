@@ -1,0 +1,465 @@
+"""Stage `amplify`: hidden tests beyond the statement's examples, answered by the reference.
+
+Most stored tests of the public sets are the statement's own examples (a program that
+prints the shown outputs passes them) and there are few of them (median 3), so wrong
+programs pass. This stage, after decontaminate:
+
+1. marks each stored test `shown` when its input and output both appear in the statement
+   (`shown_in_statement`; whitespace, case and quote style ignored: a false "shown" only
+   asks for more hidden tests);
+2. for a `call` problem with a reference solution, generates inputs from the stored ones
+   (`generate_inputs`: type-aware draws and mutations at growing sizes, inside the bounds
+   of the statement's "Constraints:" lines and the properties every stored input shares,
+   constraints.py), runs the reference on each in the sandbox, and keeps those it answers
+   (not a crash, a timeout, or a `None` where no stored answer is null: an input outside
+   the problem's promises) as tests marked `generated`; the reference-derived time limit
+   is derived again over every test;
+3. removes from the training corpus a problem left with no hidden test ("no hidden tests")
+   and, unless `amplify.keep_unverified`, one with no reference solution ("unverified: no
+   reference solution"): nothing can check or extend its tests.
+
+Deterministic: candidates come from `random.Random` seeded by the problem id and
+`amplify.seed` through sha256 (never Python's `hash`), so two builds generate the same
+inputs under any PYTHONHASHSEED; the reference's answers are cached by content
+(`amplify/reference_answers.jsonl`) after each batch, so an interrupted stage resumes.
+
+Choices of ours: `stdin` problems are not amplified (no source here ships a reference for
+one; their input grammars are not JSON values); inputs stay small (`max_items` items per
+list, `max_input_chars` per test) so that the stored corpus and the judge's time stay
+bounded: the tests catch wrong logic, not wrong complexity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from microcoder.data.config import AmplifyConfig, PipelineConfig
+from microcoder.data.constraints import (
+    Bound,
+    Domain,
+    Relation,
+    argument_names,
+    bound_holds,
+    checked_bounds,
+    infer_domains,
+    infer_relations,
+    numeric_range,
+    parse_constraints,
+)
+from microcoder.data.records import Reject
+from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.data.validate import pipeline_source, time_limit_from_reference
+from microcoder.problems import Problem, TestCase
+
+NO_HIDDEN = "no hidden tests (every test is in the statement)"
+UNVERIFIED = "unverified: no reference solution"
+
+
+# ---------------------------------------------------------------- shown tests
+
+
+def squash(text: str) -> str:
+    """Text as compared for "appears in the statement": lowercase, `'` as `"`, no whitespace."""
+    return "".join(text.lower().replace("'", '"').split())
+
+
+def shown_in_statement(problem: Problem, test: TestCase, statement: str | None = None) -> bool:
+    """Whether the test's input (each argument, for `call`) and its output all appear in the
+    statement, ignoring whitespace, case and quote style. Pure."""
+    statement = squash(problem.prompt) if statement is None else statement
+    if problem.kind == "call":
+        parts = [line for line in test.input.split("\n") if line.strip()] + [test.output]
+    else:
+        parts = [test.input, test.output]
+    return all(squash(part) in statement for part in parts if squash(part))
+
+
+def mark_shown(problem: Problem) -> Problem:
+    """The problem with each stored test's `shown` set from its statement."""
+    statement = squash(problem.prompt)
+    tests = [test.model_copy(update={"shown": shown_in_statement(problem, test, statement)}) for test in problem.tests]
+    return problem.model_copy(update={"tests": tests})
+
+
+def hidden_count(problem: Problem) -> int:
+    return sum(not test.shown for test in problem.tests)
+
+
+# ---------------------------------------------------------------- generating inputs
+
+
+@dataclass
+class InputSpace:
+    """Where a problem's generated inputs may lie: one domain per argument, the bounds read
+    from the statement (checked against the stored inputs) and the relations every stored
+    input satisfies."""
+
+    names: list[str]
+    domains: list[Domain]
+    bounds: list[Bound]
+    relations: list[Relation]
+    dropped_lines: list[str]
+    """Constraint lines read but broken by a stored input (misread, or a wrong test)."""
+
+    def admits(self, arguments: list[Any]) -> bool:
+        if not all(bound_holds(bound, arguments, self.names) for bound in self.bounds):
+            return False
+        from microcoder.data.constraints import measures_of
+
+        measures = measures_of(arguments, self.names)
+        return all(relation.holds(measures) for relation in self.relations)
+
+    def describe(self) -> dict[str, Any]:
+        return {"bounds": [f"{b.low} <= {b.measure} <= {b.high}" for b in self.bounds],
+                "relations": [str(r) for r in self.relations], "dropped_lines": self.dropped_lines}
+
+
+def stored_arguments(problem: Problem) -> list[list[Any]]:
+    """Each stored test's arguments, decoded (call problems)."""
+    return [[json.loads(line) for line in test.input.split("\n") if line.strip()] for test in problem.tests]
+
+
+def input_space(problem: Problem, settings: AmplifyConfig) -> InputSpace | None:
+    """The input space of a `call` problem, or None when its stored inputs do not share one
+    argument count (nothing to generate from)."""
+    inputs = stored_arguments(problem)
+    if not inputs or len({len(arguments) for arguments in inputs}) != 1 or not inputs[0]:
+        return None
+    names = argument_names(problem)
+    if names is None or len(names) != len(inputs[0]):
+        names = [f"arg{index}" for index in range(len(inputs[0]))]
+    bounds, facts = parse_constraints(problem.prompt, names)
+    bounds, dropped = checked_bounds(bounds, inputs, names)
+    domains = infer_domains(inputs)
+    for name, domain in zip(names, domains):
+        _apply_statement(domain, name, bounds, facts, settings)
+    return InputSpace(names, domains, bounds, infer_relations(inputs, names), dropped)
+
+
+def _widen(domain: Domain, low: float | None, high: float | None) -> None:
+    """Draw from the statement's range where it gives one (the stored values lie inside it,
+    `checked_bounds`), else from the stored values' range."""
+    if low is not None and (domain.low is None or low <= domain.low):
+        domain.low = low
+    if high is not None and (domain.high is None or high >= domain.high):
+        domain.high = high
+
+
+def _or_inferred(domain: Domain, low: float | None, high: float | None) -> tuple[float | None, float | None]:
+    """A side the statement leaves open, inferred from the stored values: their span again
+    beyond them (at least 3), never across zero (stored values all >= 1 stay >= 1, all >= 0
+    stay >= 0): a range read off two or three examples is too narrow to find bugs in."""
+    if domain.low is None or domain.high is None:
+        return low, high
+    span = max(domain.high - domain.low, 3)
+    if low is None:
+        low = domain.low - span
+        if domain.low >= 0:
+            low = max(low, 1 if domain.low >= 1 else 0)
+    if high is None:
+        high = domain.high + span
+        if domain.high <= 0:
+            high = min(high, -1 if domain.high <= -1 else 0)
+    if domain.kind == "int":
+        low, high = int(low), int(high)
+    return low, high
+
+
+def _apply_statement(domain: Domain, name: str, bounds: list[Bound], facts: dict[str, dict[str, Any]],
+                     settings: AmplifyConfig) -> None:
+    if domain.kind in ("int", "float"):
+        _widen(domain, *_or_inferred(domain, *numeric_range(bounds, name)))
+    if domain.kind in ("str", "list"):
+        low, high = numeric_range(bounds, f"len({name})")
+        stated_high = high is not None
+        cap = settings.max_items if domain.kind == "list" else settings.max_chars
+        if low is not None:
+            domain.length_low = min(domain.length_low, max(0, int(low)))
+        if stated_high:
+            domain.length_high = max(domain.length_high, min(int(high), cap))
+        elif domain.length_low != domain.length_high:  # lengths vary, none stated: up to twice the longest
+            domain.length_high = max(domain.length_high, min(2 * domain.length_high, cap))
+    if domain.kind == "str" and name in facts["alphabet"]:
+        domain.alphabet = facts["alphabet"][name]
+    if domain.kind == "list":
+        domain.distinct = domain.distinct or name in facts["distinct"]
+        domain.is_sorted = domain.is_sorted or name in facts["sorted"]
+        item = domain.item
+        if item is not None and item.kind in ("int", "float"):
+            _widen(item, *_or_inferred(item, *numeric_range(bounds, f"item({name})")))
+        if item is not None and item.kind in ("str", "list"):
+            low, high = numeric_range(bounds, f"itemlen({name})")
+            row_low, row_high = numeric_range(bounds, f"len({name}[0])")
+            low, high = low if low is not None else row_low, high if high is not None else row_high
+            cap = settings.max_items if item.kind == "list" else settings.max_chars
+            if low is not None:
+                item.length_low = min(item.length_low, max(0, int(low)))
+            if high is not None:
+                item.length_high = max(item.length_high, min(int(high), cap))
+            if item.kind == "list" and item.item is not None and item.item.kind in ("int", "float"):
+                _widen(item.item, *numeric_range(bounds, f"item2({name})"))
+
+
+def _seeded(problem_id: str, seed: int) -> random.Random:
+    return random.Random(int(hashlib.sha256(f"{seed}:{problem_id}".encode()).hexdigest()[:16], 16))
+
+
+def _draw_number(domain: Domain, rng: random.Random) -> Any:
+    low = domain.low if domain.low is not None else 0
+    high = domain.high if domain.high is not None else low
+    roll = rng.random()
+    if domain.kind == "int":
+        low, high = int(low), int(high)
+        if roll < 0.25:
+            return rng.choice([low, high, min(high, low + 1), max(low, high - 1)])
+        if roll < 0.6 and domain.seen:
+            return min(high, max(low, int(rng.choice(domain.seen)) + rng.randint(-3, 3)))
+        return rng.randint(low, high)
+    value = rng.uniform(low, high) if roll >= 0.25 else rng.choice([low, high])
+    return round(value, 2)
+
+
+def _length(domain: Domain, rng: random.Random, scale: float) -> int:
+    """A length in [length_low, length_high], the top of the range opened up by `scale`
+    (0: the stored lengths' range, 1: the whole range): sizes grow over the candidates."""
+    observed_high = max(len(value) for value in domain.seen) if domain.seen else domain.length_high
+    top = int(round(observed_high + scale * (domain.length_high - observed_high)))
+    return rng.randint(domain.length_low, max(domain.length_low, top))
+
+
+def draw(domain: Domain, rng: random.Random, scale: float = 0.0) -> Any:
+    """One value of `domain`. Pure given `rng`."""
+    if domain.kind in ("int", "float"):
+        return _draw_number(domain, rng)
+    if domain.kind == "bool":
+        return rng.random() < 0.5
+    if domain.kind == "str":
+        length = _length(domain, rng, scale)
+        if domain.palindrome:
+            half = [rng.choice(domain.alphabet) for _ in range((length + 1) // 2)]
+            return "".join(half + half[: length // 2][::-1])
+        return "".join(rng.choice(domain.alphabet) for _ in range(length))
+    if domain.kind == "list":
+        length = _length(domain, rng, scale)
+        if domain.permutation_base is not None:
+            values = list(range(domain.permutation_base, domain.permutation_base + length))
+            rng.shuffle(values)
+            return values
+        item = domain.item
+        if item is not None and item.kind == "list" and domain.rectangular:
+            width = _length(item, rng, scale)
+            row = replace(item, length_low=width, length_high=width, seen=[])
+            return [draw(row, rng, scale) for _ in range(length)]
+        values = []
+        for _ in range(length * 4 if domain.distinct else length):
+            value = draw(item, rng, scale) if item is not None else 0
+            if domain.distinct and value in values:
+                continue
+            values.append(value)
+            if len(values) == length:
+                break
+        return sorted(values) if domain.is_sorted else values
+    return json.loads(json.dumps(rng.choice(domain.seen))) if domain.seen else None
+
+
+def generate_inputs(problem: Problem, space: InputSpace, count: int, seed: int, max_input_chars: int,
+                    attempts_per_input: int = 20) -> list[list[Any]]:
+    """Up to `count` distinct argument lists inside `space`, none equal to a stored input:
+    half drawn whole, half a stored input with one or two arguments drawn anew; sizes grow
+    from the stored ones' to the stated limit over the sequence. Pure: the same problem,
+    space and seed give the same inputs."""
+    rng = _seeded(problem.id, seed)
+    stored = stored_arguments(problem)
+    seen = {json.dumps(arguments) for arguments in stored}
+    found: list[list[Any]] = []
+    for index in range(count * attempts_per_input):
+        if len(found) == count:
+            break
+        scale = (len(found) / max(1, count - 1)) ** 2
+        if rng.random() < 0.5:
+            arguments = [draw(domain, rng, scale) for domain in space.domains]
+        else:
+            arguments = json.loads(json.dumps(rng.choice(stored)))
+            for position in rng.sample(range(len(arguments)), min(len(arguments), rng.choice([1, 2]))):
+                arguments[position] = draw(space.domains[position], rng, scale)
+        key = json.dumps(arguments)
+        if key in seen or len(key) > max_input_chars or not space.admits(arguments):
+            continue
+        seen.add(key)
+        found.append(arguments)
+    return found
+
+
+# ---------------------------------------------------------------- the stage
+
+
+def answer_time_limit(problem: Problem, config: PipelineConfig) -> float:
+    """CPU seconds the reference may take on a generated input: its problem's limit over the
+    limit's multiple (so that no generated test would raise a reference-derived limit, and a
+    slow brute force on a grown input costs a third of a second, not the reference limit),
+    else the reference limit (`time_limit_s`)."""
+    if problem.metadata.get("time_limit_from") == "reference" and problem.time_limit_s is not None:
+        return round(problem.time_limit_s / config.validate.time_limit_multiple, 6)
+    return config.time_limit_s
+
+
+def answer_key(problem: Problem, arguments_text: str, time_limit_s: float) -> str:
+    return sha256_of(problem.entry_point, problem.call_prelude(), problem.metadata.get("reference_solution"),
+                     arguments_text, time_limit_s, problem.memory_limit_mb)
+
+
+def _answer(context: StageContext, problem: Problem, arguments_text: str, time_limit_s: float) -> dict[str, Any]:
+    """The reference's answer to one input, run in the sandbox as the judge runs a call."""
+    evaluator = context.evaluator()
+    run = evaluator.sandbox.run(problem.metadata["reference_solution"], kind="call", entry_point=problem.entry_point,
+                                prelude=problem.call_prelude(),
+                                arguments=[line for line in arguments_text.split("\n") if line.strip()],
+                                time_limit_s=time_limit_s,
+                                memory_limit_mb=problem.memory_limit_mb or evaluator.config.memory_limit_mb,
+                                output_limit_mb=evaluator.config.output_limit_mb)
+    return {"status": run.status, "return_json": run.return_json, "cpu_s": round(run.cpu_s, 6),
+            "detail": run.detail[:200]}
+
+
+def _answers(problems_inputs: list[tuple[Problem, list[str]]], config: PipelineConfig,
+             context: StageContext) -> dict[str, dict[str, Any]]:
+    """{answer key: the reference's answer} for every generated input, from the cache or a
+    sandbox run, cached after each batch."""
+    cache_path = config.stage_dir("amplify") / "reference_answers.jsonl"
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    cache = {record["key"]: record for record in read_json_lines(cache_path)}
+    jobs = [(problem, text, answer_key(problem, text, answer_time_limit(problem, config)))
+            for problem, texts in problems_inputs for text in texts]
+    if config.amplify.answers_from is not None:
+        wanted = {key for _, _, key in jobs} - set(cache)
+        adopted = [record for record in read_json_lines(config.resolve(config.amplify.answers_from))
+                   if record.get("key") in wanted]
+        with open(cache_path, "a", encoding="utf-8") as handle:  # this build's cache stands on its own
+            for record in adopted:
+                cache[record["key"]] = record
+                handle.write(json.dumps(record) + "\n")
+    todo = list({key: (problem, text, key) for problem, text, key in jobs if key not in cache}.values())
+    with context.progress("amplify: reference answers", len(jobs)) as advance:
+        advance(len(jobs) - len(todo))
+        step = max(1, config.amplify.batch_size)
+        with ThreadPoolExecutor(max(1, config.workers)) as pool:
+            for start in range(0, len(todo), step):
+                batch = todo[start : start + step]
+                answers = list(pool.map(lambda job: _answer(context, job[0], job[1], answer_time_limit(job[0], config)),
+                                        batch))
+                with open(cache_path, "a", encoding="utf-8") as handle:
+                    for (_, _, key), answer in zip(batch, answers):
+                        record = {"key": key, **answer}
+                        cache[key] = record
+                        handle.write(json.dumps(record) + "\n")
+                advance(len(batch))
+    return cache
+
+
+def _usable(answer: dict[str, Any], null_expected: bool) -> str | None:
+    """Why an answer makes no test (None: it makes one)."""
+    if answer["status"] != "ok":
+        return f"reference {answer['status']}"
+    if answer["return_json"] is None:
+        return "no JSON result"
+    if answer["return_json"] == "null" and not null_expected:
+        return "reference returned None (an input outside the problem's promises)"
+    return None
+
+
+def amplify_problems(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+    settings = config.amplify
+    kept: list[Problem] = []
+    removals: list[Removal] = []
+    rejects: list[Reject] = []
+    input_path = str(config.stage_dir("decontaminate") / "problems.jsonl")
+    marked: list[Problem] = []
+    plans: list[tuple[Problem, list[str]]] = []
+    spaces: dict[str, dict[str, Any]] = {}
+    for row, problem in enumerate(problems, start=1):
+        try:
+            problem = mark_shown(problem)
+            marked.append(problem)
+            if not (settings.enabled and problem.kind == "call"
+                    and isinstance(problem.metadata.get("reference_solution"), str)):
+                continue
+            if all(test.output.strip() == "null" for test in problem.tests):
+                continue  # results returned in place: nothing to compare but None
+            space = input_space(problem, settings)
+            if space is None:
+                continue
+            inputs = generate_inputs(problem, space, settings.tests_per_problem, settings.seed,
+                                     settings.max_input_chars)
+            plans.append((problem, ["\n".join(json.dumps(value) for value in arguments) for arguments in inputs]))
+            spaces[problem.id] = space.describe()
+        except Exception as error:  # noqa: BLE001 - one bad record never stops the build
+            rejects.append(Reject(input_path, row, "(amplify)", "amplify error", f"{type(error).__name__}: {error}",
+                                  problem.id))
+    answers = _answers(plans, config, context) if plans else {}
+    planned = {problem.id: texts for problem, texts in plans}
+    counts: Counter[str] = Counter()
+    per_source: dict[str, Counter[str]] = {}
+    for problem in marked:
+        source = pipeline_source(problem)
+        tally = per_source.setdefault(source, Counter())
+        tally["problems"] += 1
+        tally["shown tests"] += sum(test.shown for test in problem.tests)
+        tally["stored hidden tests"] += hidden_count(problem)
+        if problem.id in planned:
+            problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts)
+            tally["generated tests"] += sum(test.generated for test in problem.tests)
+            tally["amplified problems"] += any(test.generated for test in problem.tests)
+        has_reference = isinstance(problem.metadata.get("reference_solution"), str)
+        problem.metadata["verified"] = has_reference
+        if not has_reference and not settings.keep_unverified:
+            removals.append(Removal(problem.id, problem.source, "amplify", UNVERIFIED,
+                                    f"{len(problem.tests)} tests, {hidden_count(problem)} hidden"))
+            tally["removed: unverified"] += 1
+            continue
+        if hidden_count(problem) == 0:
+            removals.append(Removal(problem.id, problem.source, "amplify", NO_HIDDEN,
+                                    f"{len(problem.tests)} tests, all in the statement"))
+            tally["removed: no hidden tests"] += 1
+            continue
+        tally["kept"] += 1
+        kept.append(problem)
+    return StageOutput(kept, removals, rejects,
+                       extra={"per_source": {source: dict(sorted(tally.items())) for source, tally in per_source.items()},
+                              "discarded_candidates": dict(sorted(counts.items()))})
+
+
+def _with_generated(problem: Problem, texts: list[str], answers: dict[str, dict[str, Any]], config: PipelineConfig,
+                    space: dict[str, Any], counts: Counter[str]) -> Problem:
+    """The problem with a test per usable answer, its limit derived again over every test."""
+    null_expected = any(test.output.strip() == "null" for test in problem.tests)
+    stored_outputs = {test.input: test.output for test in problem.tests}
+    tests = list(problem.tests)
+    cpu = list(problem.metadata.get("reference_cpu_s") or [])
+    for text in texts:
+        answer = answers[answer_key(problem, text, answer_time_limit(problem, config))]
+        why = _usable(answer, null_expected)
+        if why is not None:
+            counts[why] += 1
+            continue
+        if text in stored_outputs:
+            continue
+        tests.append(TestCase(input=text, output=json.dumps(json.loads(answer["return_json"])), generated=True))
+        cpu.append(answer["cpu_s"])
+    generated = len(tests) - len(problem.tests)
+    metadata = dict(problem.metadata)
+    metadata["amplified"] = {"candidates": len(texts), "generated": generated, "seed": config.amplify.seed, **space}
+    update: dict[str, Any] = {"tests": tests, "metadata": metadata}
+    if len(cpu) == len(tests) and metadata.get("time_limit_from") == "reference":
+        metadata["reference_cpu_s"] = cpu
+        settings = config.validate
+        update["time_limit_s"] = time_limit_from_reference(cpu, settings.time_limit_multiple,
+                                                           settings.time_limit_floor_s, settings.time_limit_cap_s,
+                                                           settings.time_limit_step_s)
+    return problem.model_copy(update=update)
+
