@@ -97,6 +97,31 @@ def test_several_call_results_are_flagged_and_a_fixed_choice_is_not():
     assert judge_flags(stdin)[0] == "several correct outputs"
 
 
+@pytest.mark.parametrize("sentence", [
+    "Return the indices in any arbitrary order.", "The order of the output does not matter.",
+    "The order in your answer doesn't matter.", "You can return the pairs in an arbitrary order."])
+def test_more_ways_of_freeing_the_result_order(sentence):
+    checker, _ = inferred_call_checker(call("o", "Find the pairs. " + sentence, TWO_SUM_STARTER, TWO_SUM_TESTS))
+    assert checker.unordered_levels == [0]
+
+
+@pytest.mark.parametrize("sentence, several", [
+    ("If there are several, return any permutation of them.", True), ("Return any string that works.", True),
+    ("You may find any valid split.", True), ("Find any of them.", True),
+    ("Return the permutation that is lexicographically smallest.", False),
+    ("Find the answer for any k.", False)])
+def test_more_ways_of_accepting_several_results(sentence, several):
+    assert (judge_flags(call("m", sentence, TWO_SUM_STARTER, TWO_SUM_TESTS)) is not None) is several
+
+
+@pytest.mark.parametrize("sentence, several", [
+    ("If there are many, print any of them.", True), ("Output any valid arrangement.", True),
+    ("Print any string of length n.", True), ("Print the answer for any query.", False)])
+def test_more_ways_of_accepting_several_outputs(sentence, several):
+    problem = Problem(id="s", prompt=sentence, kind="stdin", tests=[{"input": "1", "output": "1"}])
+    assert (judge_flags(problem) is not None) is several
+
+
 def test_permuted_reverses_the_lists_at_the_levels_only():
     assert permuted([[1, 2], [3, 4]], [0]) == [[3, 4], [1, 2]]
     assert permuted([[1, 2], [3, 4]], [1]) == [[2, 1], [4, 3]]

@@ -86,8 +86,9 @@ SEVERAL_ANSWERS = "several answers, no checker"
 # order is free. Sentences where something else happens in any order ("the tasks can be
 # done in any order") name no result, so they do not match.
 _RESULT_ANY_ORDER = re.compile(
-    r"\b(?:return|returned|answer|result)\b[^.\n]{0,100}?\(?\bin any order\b"
-    r"|\border of the output\b[^.\n]{0,60}?\bdoes not matter\b",
+    r"\b(?:return|returned|answer|result)\b[^.\n]{0,100}?\(?\bin (?:any|an arbitrary|any arbitrary) order\b"
+    r"|\border (?:of|in) (?:the |your )?(?:output|answer|result|returned \w+)s?\b[^.\n]{0,60}?"
+    r"\b(?:does not|doesn't|do not|don't) matter\b",
     re.IGNORECASE,
 )
 # A result of fixed positions whose lists are unordered inside: "answer[0] is a list of
@@ -98,14 +99,18 @@ _INNER_LISTS_UNORDERED = re.compile(
 # "If there are multiple solutions, return any of them": a call problem with several
 # correct results, which equality with one recorded result cannot judge.
 _SEVERAL_CALL_RESULTS = re.compile(
-    r"\b(?:return|output|choose|pick)\s+any\s+(?:one\s+)?of\s+them\b"
+    r"\b(?:return|output|choose|pick|find)\s+any\s+(?:one\s+)?of\s+them\b"
     r"|\b(?:return|choose)\s+any\s+(?:one\s+)?(?:valid\s+|such\s+|possible\s+)?(?:answer|solution)\b"
-    r"|\breturn\s+any\s+(?:valid|correct|possible|such)\b",
+    r"|\breturn\s+any\s+(?:valid|correct|possible|such|permutation|string|arrangement)\b"
+    r"|\b(?:you\s+(?:may|can)\s+)?find\s+any\s+(?:valid|such|one|possible)\b",
     re.IGNORECASE,
 )
 # Stdin phrases the loaders' rules do not read: "you may output any." (several outputs)
 # and "you can print the lines in any order" (a multiset of lines).
-_SEVERAL_STDIN_OUTPUTS = re.compile(r"\byou\s+(?:may|can)\s+(?:print|output)\s+any\s*[.,;]", re.IGNORECASE)
+_SEVERAL_STDIN_OUTPUTS = re.compile(
+    r"\byou\s+(?:may|can)\s+(?:print|output)\s+any\s*[.,;]"
+    r"|\b(?:print|output)\s+any\s+(?:one\s+)?(?:of\s+them|valid|correct|possible|such|string|permutation)\b",
+    re.IGNORECASE)
 _LINES_ANY_ORDER = re.compile(r"\b(?:print|output)\s+the\s+lines\s+in\s+any\s+order\b", re.IGNORECASE)
 
 

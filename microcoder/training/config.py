@@ -181,7 +181,7 @@ class TrainConfig(BaseModel):
     reward_pow: float = 4.0
     """fraction_pow's exponent (Skywork-OR1: 4): the higher, the less a partly passing program earns."""
     reward_max_tests: int | None = None
-    """Judge each training reward on at most this many tests of a problem: the ceil(N/2) with the longest inputs, then a sample of the rest seeded by `seed` and the problem id, fixed for the run (`microcoder.algorithms.rewards.select_tests`); None: every test. DeepCoder and Prime use 15. Held-out accuracy always runs every test."""
+    """Judge each training reward on at most this many tests of a problem: hidden tests first (those not in the statement), the ceil(N/2) with the longest inputs, then a sample of the rest seeded by `seed` and the problem id, fixed for the run (`microcoder.algorithms.rewards.select_tests`); None: every test. DeepCoder and Prime use 15. Held-out accuracy always runs every test."""
     reward_cache_size: int = 4096
     """Programs whose results the reward keeps (least recently used out first; about 1.5 KB each): an identical (problem, extracted program, judging settings) is judged once per run. Changes no reward; 0 turns it off."""
 
