@@ -287,8 +287,8 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert "| large | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | +0.200 +- 0.000 | 3 | 2 |" \
         in text
     # wall minutes: small 2 and 3, large 4 and 5 (one of them resumed)
-    assert "| small | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 2.0-3.0 | 2 |" in text
-    assert "| large | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 4.0-5.0 | 2 |" in text
+    assert "| small | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 0 +- 0 | 2.0-3.0 | 2 |" in text
+    assert "| large | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 0 +- 0 | 4.0-5.0 | 2 |" in text
     assert "Wall minutes in all: 14 in this grid's own runs; 1 resumed run(s) (large) count from the resume." in text
     assert "| large | seconds_rollout (all steps) | | | 8.0 +- 0.0 s | | | 2 |" in text
     assert "| small | seconds_update (all steps) | | | 3.5 +- 0.5 s | | | 2 |" in text
@@ -327,8 +327,11 @@ def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
     front = tmp_path / "README.md"
     front.write_text(f"# x\n{COUNTS_BEGIN}\nstale\n{COUNTS_END}\nkept\n")
     report_all(tmp_path / "runs", docs=tmp_path / "docs" / "experiments")
-    assert front.read_text() == (f"# x\n{COUNTS_BEGIN}\nOf 2 findings: 1 reproduced, 1 contradicted.\n"
-                                 f"{COUNTS_END}\nkept\n")
+    # t = 0.5 / 0.0577 = 8.66 on 2 df: p = (1 - 8.66 / sqrt(77)) / 2 = 0.0065 each way; Holm (m = 2) doubles
+    # each direction's smaller p: 0.013, both kept
+    assert front.read_text() == (f"# x\n{COUNTS_BEGIN}\nOf 2 findings, 2 scored by a one-sided t test at 5%: "
+                                 "1 reproduced, 1 contradicted; after Holm's correction across the 2: 1 reproduced, "
+                                 f"1 contradicted.\n{COUNTS_END}\nkept\n")
 
 
 def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
@@ -359,8 +362,8 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     assert "Runs not finished: a/seed-2, b/seed-0, b/seed-1, b/seed-2 (an arm with a finished run" in text
     # The verdict reads finished runs alone: b's seed 0 has no last step yet, so nothing is paired
     # (were it read, seed 0 would pair a's step 3 with b's step 2).
-    assert "| 1 | a ends higher | reward_mean: a - b at last (greater in the paper) | - | - | - | - " \
-           "| **inconclusive** (no seed measured both sides) |" in text
+    assert "| 1 | a ends higher | reward_mean: a - b at last (greater in the paper) | - | - | - | - | - " \
+           "| **inconclusive** (no seed measured both sides) | - |" in text
     assert ("**Runs with judge errors: a/seed-1 (steps 2-3, up to 50%), a/seed-1 (held-out all judge errors at "
             "step 3).**") in text
     # publishing mirrors the grid: a run deleted from it (to be redone) leaves the docs too
