@@ -334,6 +334,45 @@ def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
                                  f"1 contradicted.\n{COUNTS_END}\nkept\n")
 
 
+def per_problem_run(run_dir: Path, start: list[int], end: list[int]) -> None:
+    """A finished run with its per-problem held-out files (training.run's layout)."""
+    scores = lambda values: {"heldout_accuracy": {f"q{index}": float(v) for index, v in enumerate(values)}}
+    fake_run(run_dir, 4, [{"step": 0, "heldout_accuracy": sum(start) / len(start)},
+                          {"step": 2, "heldout_accuracy": sum(end) / len(end)}])
+    (run_dir / "heldout_start.json").write_text(json.dumps({"accuracies": {}, "scores": scores(start)}))
+    (run_dir / "heldout_end.json").write_text(json.dumps({"step": 2, "accuracies": {}, "scores": scores(end)}))
+
+
+def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_per_problem_files(tmp_path):
+    grid = tmp_path / "runs" / "pair"
+    grid.mkdir(parents=True)
+    (grid / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "pair", "arms": {"a": [], "b": []}, "seeds": [0, 1], "metrics": ["heldout_accuracy"],
+        "findings": [{"claim": "a ends higher", "metric": "heldout_accuracy", "arms": ["a", "b"],
+                      "direction": "greater"}]}))
+    same = [0, 1, 0, 1]
+    per_problem_run(grid / "a" / "seed-0", same, [1, 1, 1, 0])
+    per_problem_run(grid / "b" / "seed-0", same, [1, 0, 1, 0])  # d = 0, 1, 0, 0: mean 0.25, var 0.25 / 4
+    per_problem_run(grid / "a" / "seed-1", same, [1, 1, 0, 1])
+    per_problem_run(grid / "b" / "seed-1", same, [0, 1, 0, 0])  # d = 1, 0, 0, 1: mean 0.5, var 1/3 / 4
+    # By seed: d = 0.25, 0.5, SE 0.125, t = 3 on 1 df: p = 1/2 - atan(3)/pi = 0.102, inconclusive.
+    # By problem and seed: mean 0.375, SE = sqrt(0.0625 + 0.0833) / 2 = 0.191, t = 1.964 on 3 + 3 = 6 df,
+    # above t_{0.95,6} = 1.943 (t tables): p < 0.05, where the seeds' test says inconclusive.
+    docs = tmp_path / "docs"
+    [(_, report)] = report_all(grid, docs=docs)
+    expected = ("+0.375 +- 0.191 (2 seeds, 8 problem-results), p 0.049: reproduced, where the seeds' test says "
+                "inconclusive |")
+    assert expected in report.read_text() and expected in (docs / "pair.md").read_text()
+    assert "1 of the 1 held-out findings have per-problem files" in (docs / "README.md").read_text()
+    published = docs / "data" / "pair" / "a" / "seed-1"
+    assert (published / "heldout_start.json").is_file() and (published / "heldout_end.json").is_file()
+    [(_, redrawn)] = report_all(docs / "data" / "pair")  # the published files alone carry the pairing
+    assert expected in redrawn.read_text()
+    (grid / "b" / "seed-1" / "heldout_end.json").unlink()  # a run that kept none: that seed is left out
+    [(_, fewer)] = report_all(grid)
+    assert "(1 seeds, 4 problem-results)" in fewer.read_text()
+
+
 def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     grid = tmp_path / "grid"
     grid.mkdir()
