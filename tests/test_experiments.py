@@ -373,6 +373,35 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
     assert "(1 seeds, 4 problem-results)" in fewer.read_text()
 
 
+def test_the_summary_names_the_published_runs_whose_step_0_evaluation_is_not_published(tmp_path):
+    from microcoder.experiments.report import unpublished_start_caches
+    from microcoder.training.run import load_problem_split, start_key
+
+    data = tmp_path / "docs" / "data"
+    grid = data / "limits"
+    grid.mkdir(parents=True)
+    (grid / "spec.yaml").write_text(yaml.safe_dump({"name": "limits", "arms": {"short": [], "long": []}, "seeds": [0],
+                                                    "metrics": ["heldout_accuracy"]}))
+    configs = {}
+    for arm, tokens in (("short", 64), ("long", 128)):
+        configs[arm] = load_config(None, [f"max_new_tokens={tokens}", "heldout_size=4",
+                                          f"heldout_start_cache={tmp_path / 'elsewhere'}"])
+        fake_run(grid / arm / "seed-0", 4, [{"step": 0, "heldout_accuracy": 0.5}, {"step": 1, "heldout_accuracy": 0.5}])
+        (grid / arm / "seed-0" / "config.yaml").write_text(yaml.safe_dump(configs[arm].model_dump(mode="json")))
+    cache = data / "heldout-start"
+    cache.mkdir()
+    key = lambda arm: start_key(configs[arm], load_problem_split(configs[arm])[1])
+    assert key("short") != key("long")  # two limits: two starting evaluations
+    (cache / f"heldout-start-{key('short')}.json").write_text('{"accuracies": {}, "scores": {}}')
+    assert unpublished_start_caches(data) == {"limits/long/seed-0": key("long")}
+    report_all(grid, docs=tmp_path / "docs")
+    assert "(1, read by 1 runs; a run of the same config and seed that trains evaluates its starting model again" in (
+        tmp_path / "docs" / "README.md").read_text()
+    (cache / f"heldout-start-{key('long')}.json").write_text('{"accuracies": {}, "scores": {}}')
+    report_all(grid, docs=tmp_path / "docs")
+    assert "so `run --restore` of the record evaluates nothing" in (tmp_path / "docs" / "README.md").read_text()
+
+
 def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     grid = tmp_path / "grid"
     grid.mkdir()

@@ -736,10 +736,13 @@ def summary_table(rows: list[FindingRow]) -> str:
             walls = [[wall for wall, _, _ in run_minutes(first.grid, arm)] for arm in first.spec.arms]
             if None in needed or not all(walls):
                 continue
-            hours = max(needed) * sum(statistics.fmean(wall) for wall in walls) / 60
-            lines += ["", f"{first.spec.name} with {max(needed)} seeds (the most any of its findings above needs) in all "
-                      f"{len(walls)} arms: {hours:.1f} run-hours, {hours / 2:.1f} h two at a time at the measured "
-                      "minutes per run."]
+            per_seed = sum(statistics.fmean(wall) for wall in walls) / 60
+            more = max(needed) - first.verdict.n
+            lines += ["", f"{first.spec.name} at {max(needed)} seeds (the most any of its findings above needs), each "
+                      f"of its {len(walls)} arms: {max(needed) * per_seed:.1f} run-hours, {max(needed) * per_seed / 2:.1f} h "
+                      f"two at a time at the measured minutes per run"
+                      + (f"; the {more} seeds not yet run, {more * per_seed:.1f} run-hours "
+                         f"({more * per_seed / 2:.1f} h two at a time)." if more > 0 else ".")]
     return "\n".join(lines)
 
 
@@ -756,6 +759,37 @@ def verdict_counts(rows: list[FindingRow]) -> str:
     if scored:
         text += f"; after Holm's correction across the {scored}: {after}"
     return text + (f"; not scored: {others}." if others else ".")
+
+
+def unpublished_start_caches(data: Path) -> dict[str, str]:
+    """The runs of a published record (`data`: DOCS/data) that read a step-0 cache and whose
+    step-0 evaluation is not among data/heldout-start's: a run of the same config and seed
+    that trains (a rerun, a restore with a run missing) evaluates its starting model again.
+    <spec>/<arm>/seed-<k> -> the evaluation's key (runs of one seed and limit share one), or
+    for a run whose config or problems do not load here (a file of another machine), why."""
+    from microcoder.training.config import TrainConfig
+    from microcoder.training.run import load_problem_split, start_key
+
+    published = {path.name.removeprefix("heldout-start-").removesuffix(".json")
+                 for path in (data / START_CACHE).glob("heldout-start-*.json")}
+    missing = {}
+    for config_path in sorted(data.glob("*/*/seed-*/config.yaml")):
+        run = config_path.parent
+        if shared_target(run) is not None:
+            continue
+        name = run.relative_to(data).as_posix()
+        try:
+            config = TrainConfig.model_validate(yaml.safe_load(config_path.read_text(encoding="utf-8")))
+            if config.heldout_start_cache is None:
+                continue
+            heldout = load_problem_split(config)[1]
+        except (OSError, ValueError) as error:  # pydantic's ValidationError is a ValueError
+            missing[name] = f"its config or held-out problems do not load here: {error}"
+            continue
+        key = start_key(config, heldout) if heldout else None
+        if key is not None and key not in published:
+            missing[name] = key
+    return missing
 
 
 def publish_summary(docs: Path) -> Path:
@@ -777,7 +811,13 @@ def publish_summary(docs: Path) -> Path:
             quoted = [finding for finding in spec.findings if isinstance(finding, str)]
             block = f"{VERDICTS_BEGIN}\n{verdicts_text(own, quoted, family)}\n{VERDICTS_END}"
             page.write_text(replace_block(page, text, VERDICTS_BEGIN, VERDICTS_END, block), encoding="utf-8")
-    block = f"{SUMMARY_BEGIN}\n{summary_table(rows)}\n{SUMMARY_END}"
+    missing = unpublished_start_caches(docs / "data")
+    caches = ("Every published run's step-0 evaluation is in data/heldout-start/, so `run --restore` of the "
+              "record evaluates nothing." if not missing else
+              f"Step-0 evaluations not in data/heldout-start/ ({len(set(missing.values()))}, read by "
+              f"{len(missing)} runs; a run of the same config and seed that trains evaluates its starting model "
+              f"again, and nothing can pair these runs' step 0 by problem): {', '.join(missing)}.")
+    block = f"{SUMMARY_BEGIN}\n{summary_table(rows)}\n\n{caches}\n{SUMMARY_END}"
     if readme.is_file():
         text = replace_block(readme, readme.read_text(encoding="utf-8"), SUMMARY_BEGIN, SUMMARY_END, block)
     else:
