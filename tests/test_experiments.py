@@ -793,3 +793,52 @@ def test_the_default_run_trial_measured_the_shipped_default(tmp_path):
     trial = arm_phases(spec, folder, arm, 0, tmp_path)[0].model_dump()
     shipped = load_config(None).model_dump()  # what `microcoder train` runs
     assert {key for key in trial if trial[key] != shipped[key]} <= {"run_dir", "heldout_start_cache"}
+
+
+GENERATED = re.compile(r"<!-- (VERDICTS|NUMBERS|SUMMARY|COUNTS)[^>]*-->.*?<!-- /\1 -->", re.S)
+PAIR = re.compile(r"([+-]?\d+\.\d+) \+- (\d+\.\d+)")
+P_VALUE = re.compile(r"\bp (0\.\d{3})\b")
+
+
+def test_figures_quoted_in_the_experiment_pages_are_the_reports():
+    """A reading quotes the report, never its own arithmetic: every "mean +- SE" and every
+    three-digit p-value written around a page's generated blocks is one of the figures in
+    them (or in the summary), at the precision it is written with."""
+    summary = "".join(block.group(0) for block in GENERATED.finditer((DOCS / "README.md").read_text()))
+    for page in [*sorted(DOCS.glob("*.md")), *sorted((DOCS / "trials").glob("*.md"))]:
+        text = page.read_text()
+        blocks = "".join(block.group(0) for block in GENERATED.finditer(text)) + summary
+        figures = [(float(mean), float(se)) for mean, se in PAIR.findall(blocks)]
+        prose = GENERATED.sub("", text)
+        for mean, se in PAIR.findall(prose):
+            places = (len(mean.split(".")[1]), len(se.split(".")[1]))
+            assert any(abs(value - float(mean)) <= 0.5 * 10 ** -places[0] + 1e-9
+                       and abs(error - float(se)) <= 0.5 * 10 ** -places[1] + 1e-9 for value, error in figures), (
+                f"{page.name}: {mean} +- {se} is not a figure of its report")
+        for p in P_VALUE.findall(prose):
+            assert f"p {p}" in blocks, f"{page.name}: p {p} is not a p-value of its report"
+
+
+def test_the_detectable_effects_and_powers_quoted_are_the_reports():
+    """The experiments README's per-spec held-out detectable effects (its cost table) and the
+    power at the paper's main effects quoted in both READMEs are the summary's numbers."""
+    from microcoder.experiments.report import published_rows
+    from microcoder.experiments.verdict import SCORED
+
+    rows = published_rows(DOCS / "data")
+    readme = GENERATED.sub("", (DOCS / "README.md").read_text())
+    front = GENERATED.sub("", (DOCS.parents[1] / "README.md").read_text())
+    table = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in readme.splitlines()
+             if line.startswith("| ") and line.count("|") == 7 and not line.startswith("| spec")}
+    for name, quoted in table.items():
+        effects = sorted(round(row.verdict.mde, 3) for row in rows if row.spec.name == name
+                         and row.finding.metric.startswith("heldout_accuracy") and row.verdict.verdict in SCORED)
+        shown = f"{effects[0]:.3f}" if effects[0] == effects[-1] else f"{effects[0]:.3f}-{effects[-1]:.3f}"
+        assert quoted.split(" (")[0] == shown, (name, quoted, shown)
+    scored = [row for row in rows if row.verdict.verdict in SCORED and row.finding.metric.startswith("heldout_accuracy")]
+    overall = f"{min(row.verdict.mde for row in scored):.3f}-{max(row.verdict.mde for row in scored):.3f}"
+    powers = sorted(row.verdict.power_at(row.finding.paper_effect) for row in rows
+                    if row.spec.name == "main" and row.finding.paper_effect is not None)
+    power_range = f"{powers[0]:.2f}-{powers[-1]:.2f}"
+    for text in (readme, front):
+        assert overall in text and f"power is {power_range}" in text.replace("\n", " ")
