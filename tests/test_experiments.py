@@ -80,7 +80,7 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
     verdict = paired_verdict(differences, "greater")
     [row] = [line for line in text.splitlines() if line.startswith("| 1 | A higher learning rate")]
     assert f"0: {differences[0]:+.3f}, 1: {differences[1]:+.3f}" in row and f"**{verdict.verdict}**" in row
-    assert f"{verdict.mean:+.3f} +- {verdict.se:.3f} | {2 * verdict.se:.3f} |" in row
+    assert f"{verdict.mean:+.3f} +- {verdict.se:.3f} | {verdict.t:.2f} (1), p {verdict.p:.3f} | {verdict.mde:.3f} |" in row
 
     # A control that another spec repeats (the same resolved config and seed) is not trained
     # again: its folder records the finished run, and the report reads that run.
@@ -835,7 +835,8 @@ def test_the_detectable_effects_and_powers_quoted_are_the_reports():
                          and row.finding.metric.startswith("heldout_accuracy") and row.verdict.verdict in SCORED)
         shown = f"{effects[0]:.3f}" if effects[0] == effects[-1] else f"{effects[0]:.3f}-{effects[-1]:.3f}"
         assert quoted.split(" (")[0] == shown, (name, quoted, shown)
-    scored = [row for row in rows if row.verdict.verdict in SCORED and row.finding.metric.startswith("heldout_accuracy")]
+    scored = [row for row in rows
+              if row.verdict.verdict in SCORED and row.finding.metric.startswith("heldout_accuracy")]
     overall = f"{min(row.verdict.mde for row in scored):.3f}-{max(row.verdict.mde for row in scored):.3f}"
     powers = sorted(row.verdict.power_at(row.finding.paper_effect) for row in rows
                     if row.spec.name == "main" and row.finding.paper_effect is not None)

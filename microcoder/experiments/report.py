@@ -11,8 +11,10 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   cumulative training budget (groups generated, responses judged, or seconds of rollout +
   reward waited for + update), the mean over seeds of both coordinates at each step.
 - `report.md`: per finding of the spec, the verdict by the rule of
-  microcoder.experiments.verdict (paired-by-seed difference, SE, MDE = 2 SE, the paper's
-  effect); then per arm and metric the first and last logged value (mean +- standard
+  microcoder.experiments.verdict (paired-by-seed difference, SE, the one-sided t test's t
+  and p, the effect detected with 80% power, the paper's effect and the power there, and
+  for a held-out finding whose runs kept per-problem files the paired-by-problem-and-seed
+  analysis); then per arm and metric the first and last logged value (mean +- standard
   error over seeds, and n), the mean over the last three logged points after step 0, the
   budget each arm spent, which runs are shared with another grid, and the seeds that have
   not finished. While a grid is in progress, an arm with a finished run is drawn and
@@ -20,12 +22,16 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   verdicts read finished runs alone.
 
 With `docs`, each grid is also published for the repository: DOCS/<spec>.png (and its
-budget figures), DOCS/data/<spec>/ (spec.yaml and each run's metrics.jsonl, config.yaml and
-summary.json, or a shared run's config.yaml and shared.yaml: a grid folder this command
-redraws from, no checkpoints), and DOCS/<spec>.md, whose verdict table (between the
+budget figures), DOCS/data/<spec>/ (spec.yaml and each run's metrics.jsonl, config.yaml,
+summary.json and, where the run kept them, heldout_start.json and heldout_end.json, or a
+shared run's config.yaml and shared.yaml: a grid folder this command redraws from, no
+checkpoints), and DOCS/<spec>.md, whose verdict table (between the
 VERDICTS markers) and numbers block (between the NUMBERS markers) are rewritten while the
 hand-written text around them is kept. DOCS/README.md's summary table (between the
-SUMMARY markers) is rewritten from every grid published under DOCS/data.
+SUMMARY markers) is rewritten from every grid published under DOCS/data, with each
+finding's verdict after Holm's correction across the record (also written into each
+page's verdict table), the seeds 80% power at the paper's effects needs, and the runs
+whose step-0 evaluation is not published.
 """
 
 from __future__ import annotations
@@ -402,7 +408,8 @@ def verdicts_text(rows: list[FindingRow], quoted: list[str], holm_family: int | 
     holm_header = f" after Holm (m = {holm_family}) |" if holm_family is not None else ""
     if rows:
         lines += [f"| # | the paper's claim | comparison | per seed | mean +- SE | t in the paper's direction (df), "
-                  f"one-sided p | detectable (80% power) | paper's effect (power) | verdict |{holm_header} by problem and seed |",
+                  f"one-sided p | detectable (80% power) | paper's effect (power) | verdict |{holm_header} "
+                  "by problem and seed |",
                   "|---|---|---|---|---|---|---|---|---|" + ("---|" if holm_header else "") + "---|"]
     for index, row in enumerate(rows, start=1):
         finding, verdict = row.finding, row.verdict
@@ -437,7 +444,8 @@ def report_grid(grid: Path) -> tuple[Path, Path]:
     for axis in spec.budget_axes:
         draw_figure(spec, arms, scale, grid / f"figure-{axis}.png", budget=(axis, budgets))
     report_path = grid / "report.md"
-    verdicts = verdicts_text(finding_rows(grid, spec), [finding for finding in spec.findings if isinstance(finding, str)])
+    quoted = [finding for finding in spec.findings if isinstance(finding, str)]
+    verdicts = verdicts_text(finding_rows(grid, spec), quoted)
     report_path.write_text(f"# {spec.name}\n\n## Findings\n\n{verdicts}\n\n## Numbers\n\n"
                            f"{numbers_page(spec, arms, grid, budgets)}", encoding="utf-8")
     return figure_path, report_path
@@ -700,7 +708,8 @@ def summary_table(rows: list[FindingRow]) -> str:
     t test, the detectable effect, the paper's effect and the power there, the verdict and
     the verdict after Holm; then the seeds that 80% power at the paper's effect needs."""
     lines = [RULE, "", f"| aspect | the paper's claim | comparison | mean +- SE (n) | t in the paper's direction (df), "
-             f"one-sided p | detectable (80% power) | paper's effect (power) | verdict | after Holm (m = {scored_count(rows)}) |",
+             f"one-sided p | detectable (80% power) | paper's effect (power) | verdict "
+             f"| after Holm (m = {scored_count(rows)}) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         spec, finding, verdict = row.spec, row.finding, row.verdict
@@ -714,7 +723,7 @@ def summary_table(rows: list[FindingRow]) -> str:
               "findings have per-problem files for every seed"
               + (", where the runs kept heldout_start.json and heldout_end.json." if paired else
                  "; the published runs predate publishing them, and only a rerun of their grids can add them.")]
-    power_rows = [row for row in rows if row.finding.paper_effect is not None and row.verdict.se is not None
+    power_rows = [row for row in rows if row.finding.paper_effect is not None and row.verdict.se
                   and row.verdict.verdict in SCORED]
     if power_rows:
         lines += ["", "Seeds for 80% power at the paper's effect, from each finding's measured per-seed sd of the "
@@ -729,7 +738,8 @@ def summary_table(rows: list[FindingRow]) -> str:
             lines.append(f"| {row.spec.name} | {finding.label} | {finding.paper_effect:+.3f} | {verdict.sd:.3f} "
                          f"| {verdict.power_at(finding.paper_effect):.2f} ({verdict.n}) "
                          f"| {'over 10,000' if seeds is None else seeds} "
-                         f"| {'-' if hours is None else f'{hours:.1f}'} | {'-' if hours is None else f'{hours / 2:.1f}'} |")
+                         f"| {'-' if hours is None else f'{hours:.1f}'} "
+                         f"| {'-' if hours is None else f'{hours / 2:.1f}'} |")
         for first in {row.spec.name: row for row in power_rows}.values():
             needed = [seeds_for_power(row.finding.paper_effect, row.verdict.sd) for row in power_rows
                       if row.spec.name == first.spec.name]
@@ -739,7 +749,8 @@ def summary_table(rows: list[FindingRow]) -> str:
             per_seed = sum(statistics.fmean(wall) for wall in walls) / 60
             more = max(needed) - first.verdict.n
             lines += ["", f"{first.spec.name} at {max(needed)} seeds (the most any of its findings above needs), each "
-                      f"of its {len(walls)} arms: {max(needed) * per_seed:.1f} run-hours, {max(needed) * per_seed / 2:.1f} h "
+                      f"of its {len(walls)} arms: {max(needed) * per_seed:.1f} run-hours, "
+                      f"{max(needed) * per_seed / 2:.1f} h "
                       f"two at a time at the measured minutes per run"
                       + (f"; the {more} seeds not yet run, {more * per_seed:.1f} run-hours "
                          f"({more * per_seed / 2:.1f} h two at a time)." if more > 0 else ".")]
