@@ -163,6 +163,11 @@ def test_the_report_pairs_seeds_and_finds_an_idle_mechanism_or_identical_arms():
     same = {0: rows(0.1, 0.5), 1: rows(0.1, 0.6)}
     verdict, _ = finding_result(finding, {"on": same, "off": same})
     assert verdict.verdict == IDLE and "equal in every non-timing value" in verdict.reason
+    # arms declared different before training: the same numbers, not scored
+    confounded = Finding(claim="c", metric="acc", arms=["on", "off"], direction="greater", confound="two judges")
+    verdict, _ = finding_result(confounded, {"on": {0: rows(0.1, 0.5), 1: rows(0.1, 0.6)},
+                                             "off": {0: rows(0.0, 0.1), 1: rows(0.0, 0.1)}})
+    assert (verdict.verdict, verdict.reason) == (CONFOUNDED, "two judges") and verdict.mean == pytest.approx(0.45)
     # a change within one arm: acc at last - at 0 = 0.4 and 0.5
     growth = Finding(claim="c", metric="acc", arms=["on"], direction="less")
     verdict, differences = finding_result(growth, {"on": {0: rows(0.1, 0.5), 1: rows(0.1, 0.6)}})
