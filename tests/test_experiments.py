@@ -80,7 +80,7 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
     verdict = paired_verdict(differences, "greater")
     [row] = [line for line in text.splitlines() if line.startswith("| 1 | A higher learning rate")]
     assert f"0: {differences[0]:+.3f}, 1: {differences[1]:+.3f}" in row and f"**{verdict.verdict}**" in row
-    assert f"{verdict.mean:+.3f} +- {verdict.se:.3f} | {2 * verdict.se:.3f} |" in row
+    assert f"{verdict.mean:+.3f} +- {verdict.se:.3f} | {verdict.t:.2f} (1), p {verdict.p:.3f} | {verdict.mde:.3f} |" in row
 
     # A control that another spec repeats (the same resolved config and seed) is not trained
     # again: its folder records the finished run, and the report reads that run.
@@ -287,8 +287,8 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert "| large | reward_mean | 0.600 +- 0.500 | 0.800 +- 0.500 | 0.700 +- 0.500 | +0.200 +- 0.000 | 3 | 2 |" \
         in text
     # wall minutes: small 2 and 3, large 4 and 5 (one of them resumed)
-    assert "| small | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 2.0-3.0 | 2 |" in text
-    assert "| large | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 4.0-5.0 | 2 |" in text
+    assert "| small | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 0 +- 0 | 2.0-3.0 | 2 |" in text
+    assert "| large | 0.0 +- 0.0 | 0.0 +- 0.0 | 0 +- 0 | 0 +- 0 | 4.0-5.0 | 2 |" in text
     assert "Wall minutes in all: 14 in this grid's own runs; 1 resumed run(s) (large) count from the resume." in text
     assert "| large | seconds_rollout (all steps) | | | 8.0 +- 0.0 s | | | 2 |" in text
     assert "| small | seconds_update (all steps) | | | 3.5 +- 0.5 s | | | 2 |" in text
@@ -327,8 +327,79 @@ def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
     front = tmp_path / "README.md"
     front.write_text(f"# x\n{COUNTS_BEGIN}\nstale\n{COUNTS_END}\nkept\n")
     report_all(tmp_path / "runs", docs=tmp_path / "docs" / "experiments")
-    assert front.read_text() == (f"# x\n{COUNTS_BEGIN}\nOf 2 findings: 1 reproduced, 1 contradicted.\n"
-                                 f"{COUNTS_END}\nkept\n")
+    # t = 0.5 / 0.0577 = 8.66 on 2 df: p = (1 - 8.66 / sqrt(77)) / 2 = 0.0065 each way; Holm (m = 2) doubles
+    # each direction's smaller p: 0.013, both kept
+    assert front.read_text() == (f"# x\n{COUNTS_BEGIN}\nOf 2 findings, 2 scored by a one-sided t test at 5%: "
+                                 "1 reproduced, 1 contradicted; after Holm's correction across the 2: 1 reproduced, "
+                                 f"1 contradicted.\n{COUNTS_END}\nkept\n")
+
+
+def per_problem_run(run_dir: Path, start: list[int], end: list[int]) -> None:
+    """A finished run with its per-problem held-out files (training.run's layout)."""
+    scores = lambda values: {"heldout_accuracy": {f"q{index}": float(v) for index, v in enumerate(values)}}
+    fake_run(run_dir, 4, [{"step": 0, "heldout_accuracy": sum(start) / len(start)},
+                          {"step": 2, "heldout_accuracy": sum(end) / len(end)}])
+    (run_dir / "heldout_start.json").write_text(json.dumps({"accuracies": {}, "scores": scores(start)}))
+    (run_dir / "heldout_end.json").write_text(json.dumps({"step": 2, "accuracies": {}, "scores": scores(end)}))
+
+
+def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_per_problem_files(tmp_path):
+    grid = tmp_path / "runs" / "pair"
+    grid.mkdir(parents=True)
+    (grid / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "pair", "arms": {"a": [], "b": []}, "seeds": [0, 1], "metrics": ["heldout_accuracy"],
+        "findings": [{"claim": "a ends higher", "metric": "heldout_accuracy", "arms": ["a", "b"],
+                      "direction": "greater"}]}))
+    same = [0, 1, 0, 1]
+    per_problem_run(grid / "a" / "seed-0", same, [1, 1, 1, 0])
+    per_problem_run(grid / "b" / "seed-0", same, [1, 0, 1, 0])  # d = 0, 1, 0, 0: mean 0.25, var 0.25 / 4
+    per_problem_run(grid / "a" / "seed-1", same, [1, 1, 0, 1])
+    per_problem_run(grid / "b" / "seed-1", same, [0, 1, 0, 0])  # d = 1, 0, 0, 1: mean 0.5, var 1/3 / 4
+    # By seed: d = 0.25, 0.5, SE 0.125, t = 3 on 1 df: p = 1/2 - atan(3)/pi = 0.102, inconclusive.
+    # By problem and seed: mean 0.375, SE = sqrt(0.0625 + 0.0833) / 2 = 0.191, t = 1.964 on 3 + 3 = 6 df,
+    # above t_{0.95,6} = 1.943 (t tables): p < 0.05, where the seeds' test says inconclusive.
+    docs = tmp_path / "docs"
+    [(_, report)] = report_all(grid, docs=docs)
+    expected = ("+0.375 +- 0.191 (2 seeds, 8 problem-results), p 0.049: reproduced, where the seeds' test says "
+                "inconclusive |")
+    assert expected in report.read_text() and expected in (docs / "pair.md").read_text()
+    assert "1 of the 1 held-out findings have per-problem files" in (docs / "README.md").read_text()
+    published = docs / "data" / "pair" / "a" / "seed-1"
+    assert (published / "heldout_start.json").is_file() and (published / "heldout_end.json").is_file()
+    [(_, redrawn)] = report_all(docs / "data" / "pair")  # the published files alone carry the pairing
+    assert expected in redrawn.read_text()
+    (grid / "b" / "seed-1" / "heldout_end.json").unlink()  # a run that kept none: that seed is left out
+    [(_, fewer)] = report_all(grid)
+    assert "(1 seeds, 4 problem-results)" in fewer.read_text()
+
+
+def test_the_summary_names_the_published_runs_whose_step_0_evaluation_is_not_published(tmp_path):
+    from microcoder.experiments.report import unpublished_start_caches
+    from microcoder.training.run import load_problem_split, start_key
+
+    data = tmp_path / "docs" / "data"
+    grid = data / "limits"
+    grid.mkdir(parents=True)
+    (grid / "spec.yaml").write_text(yaml.safe_dump({"name": "limits", "arms": {"short": [], "long": []}, "seeds": [0],
+                                                    "metrics": ["heldout_accuracy"]}))
+    configs = {}
+    for arm, tokens in (("short", 64), ("long", 128)):
+        configs[arm] = load_config(None, [f"max_new_tokens={tokens}", "heldout_size=4",
+                                          f"heldout_start_cache={tmp_path / 'elsewhere'}"])
+        fake_run(grid / arm / "seed-0", 4, [{"step": 0, "heldout_accuracy": 0.5}, {"step": 1, "heldout_accuracy": 0.5}])
+        (grid / arm / "seed-0" / "config.yaml").write_text(yaml.safe_dump(configs[arm].model_dump(mode="json")))
+    cache = data / "heldout-start"
+    cache.mkdir()
+    key = lambda arm: start_key(configs[arm], load_problem_split(configs[arm])[1])
+    assert key("short") != key("long")  # two limits: two starting evaluations
+    (cache / f"heldout-start-{key('short')}.json").write_text('{"accuracies": {}, "scores": {}}')
+    assert unpublished_start_caches(data) == {"limits/long/seed-0": key("long")}
+    report_all(grid, docs=tmp_path / "docs")
+    assert "(1, read by 1 runs; a run of the same config and seed that trains evaluates its starting model again" in (
+        tmp_path / "docs" / "README.md").read_text()
+    (cache / f"heldout-start-{key('long')}.json").write_text('{"accuracies": {}, "scores": {}}')
+    report_all(grid, docs=tmp_path / "docs")
+    assert "so `run --restore` of the record evaluates nothing" in (tmp_path / "docs" / "README.md").read_text()
 
 
 def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
@@ -359,8 +430,8 @@ def test_a_grid_in_progress_is_reported_from_each_arms_finished_runs(tmp_path):
     assert "Runs not finished: a/seed-2, b/seed-0, b/seed-1, b/seed-2 (an arm with a finished run" in text
     # The verdict reads finished runs alone: b's seed 0 has no last step yet, so nothing is paired
     # (were it read, seed 0 would pair a's step 3 with b's step 2).
-    assert "| 1 | a ends higher | reward_mean: a - b at last (greater in the paper) | - | - | - | - " \
-           "| **inconclusive** (no seed measured both sides) |" in text
+    assert "| 1 | a ends higher | reward_mean: a - b at last (greater in the paper) | - | - | - | - | - " \
+           "| **inconclusive** (no seed measured both sides) | - |" in text
     assert ("**Runs with judge errors: a/seed-1 (steps 2-3, up to 50%), a/seed-1 (held-out all judge errors at "
             "step 3).**") in text
     # publishing mirrors the grid: a run deleted from it (to be redone) leaves the docs too
@@ -722,3 +793,53 @@ def test_the_default_run_trial_measured_the_shipped_default(tmp_path):
     trial = arm_phases(spec, folder, arm, 0, tmp_path)[0].model_dump()
     shipped = load_config(None).model_dump()  # what `microcoder train` runs
     assert {key for key in trial if trial[key] != shipped[key]} <= {"run_dir", "heldout_start_cache"}
+
+
+GENERATED = re.compile(r"<!-- (VERDICTS|NUMBERS|SUMMARY|COUNTS)[^>]*-->.*?<!-- /\1 -->", re.S)
+PAIR = re.compile(r"([+-]?\d+\.\d+) \+- (\d+\.\d+)")
+P_VALUE = re.compile(r"\bp (0\.\d{3})\b")
+
+
+def test_figures_quoted_in_the_experiment_pages_are_the_reports():
+    """A reading quotes the report, never its own arithmetic: every "mean +- SE" and every
+    three-digit p-value written around a page's generated blocks is one of the figures in
+    them (or in the summary), at the precision it is written with."""
+    summary = "".join(block.group(0) for block in GENERATED.finditer((DOCS / "README.md").read_text()))
+    for page in [*sorted(DOCS.glob("*.md")), *sorted((DOCS / "trials").glob("*.md"))]:
+        text = page.read_text()
+        blocks = "".join(block.group(0) for block in GENERATED.finditer(text)) + summary
+        figures = [(float(mean), float(se)) for mean, se in PAIR.findall(blocks)]
+        prose = GENERATED.sub("", text)
+        for mean, se in PAIR.findall(prose):
+            places = (len(mean.split(".")[1]), len(se.split(".")[1]))
+            assert any(abs(value - float(mean)) <= 0.5 * 10 ** -places[0] + 1e-9
+                       and abs(error - float(se)) <= 0.5 * 10 ** -places[1] + 1e-9 for value, error in figures), (
+                f"{page.name}: {mean} +- {se} is not a figure of its report")
+        for p in P_VALUE.findall(prose):
+            assert f"p {p}" in blocks, f"{page.name}: p {p} is not a p-value of its report"
+
+
+def test_the_detectable_effects_and_powers_quoted_are_the_reports():
+    """The experiments README's per-spec held-out detectable effects (its cost table) and the
+    power at the paper's main effects quoted in both READMEs are the summary's numbers."""
+    from microcoder.experiments.report import published_rows
+    from microcoder.experiments.verdict import SCORED
+
+    rows = published_rows(DOCS / "data")
+    readme = GENERATED.sub("", (DOCS / "README.md").read_text())
+    front = GENERATED.sub("", (DOCS.parents[1] / "README.md").read_text())
+    table = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in readme.splitlines()
+             if line.startswith("| ") and line.count("|") == 7 and not line.startswith("| spec")}
+    for name, quoted in table.items():
+        effects = sorted(round(row.verdict.mde, 3) for row in rows if row.spec.name == name
+                         and row.finding.metric.startswith("heldout_accuracy") and row.verdict.verdict in SCORED)
+        shown = f"{effects[0]:.3f}" if effects[0] == effects[-1] else f"{effects[0]:.3f}-{effects[-1]:.3f}"
+        assert quoted.split(" (")[0] == shown, (name, quoted, shown)
+    scored = [row for row in rows
+              if row.verdict.verdict in SCORED and row.finding.metric.startswith("heldout_accuracy")]
+    overall = f"{min(row.verdict.mde for row in scored):.3f}-{max(row.verdict.mde for row in scored):.3f}"
+    powers = sorted(row.verdict.power_at(row.finding.paper_effect) for row in rows
+                    if row.spec.name == "main" and row.finding.paper_effect is not None)
+    power_range = f"{powers[0]:.2f}-{powers[-1]:.2f}"
+    for text in (readme, front):
+        assert overall in text and f"power is {power_range}" in text.replace("\n", " ")

@@ -7,37 +7,80 @@ import pytest
 
 from microcoder.experiments.report import finding_result
 from microcoder.experiments.spec import ExperimentSpec, Finding
-from microcoder.experiments.verdict import (CONTRADICTED, IDLE, INCONCLUSIVE, REPRODUCED, UNTESTABLE,
-                                            identical_arms, mechanism_value, paired_verdict, value_at)
+from microcoder.experiments.verdict import (ALPHA, CONFOUNDED, CONTRADICTED, IDLE, INCONCLUSIVE, POWER, REPRODUCED,
+                                            UNTESTABLE, holm, holm_verdicts, identical_arms, mechanism_value,
+                                            paired_verdict, power, seeds_for_power, value_at)
 
 
-def test_a_difference_of_at_least_two_standard_errors_in_the_papers_direction_is_reproduced():
-    # d = 0.1, 0.2, 0.3: mean 0.2; sd = sqrt((0.01 + 0 + 0.01) / 2) = 0.1; SE = 0.1 / sqrt(3) = 0.0577
+def test_one_verdict_and_its_p_value_derived_by_hand():
+    # d = 0.1, 0.2, 0.3: mean 0.2; sd = sqrt((0.01 + 0 + 0.01) / 2) = 0.1; SE = 0.1 / sqrt(3) = 0.0577;
+    # t = 0.2 / 0.0577 = sqrt(12) = 3.464 on 2 degrees of freedom. Student's t with 2 df has
+    # P(T > t) = (1 - t / sqrt(t^2 + 2)) / 2 = (1 - 3.464 / sqrt(14)) / 2 = (1 - 0.92582) / 2 = 0.03709 <= 0.05
     verdict = paired_verdict([0.1, 0.2, 0.3], "greater")
     assert verdict.verdict == REPRODUCED and verdict.n == 3
     assert verdict.mean == pytest.approx(0.2) and verdict.se == pytest.approx(0.1 / math.sqrt(3))
-    assert verdict.mde == pytest.approx(0.2 / math.sqrt(3))  # 0.1155 < 0.2
-    # the same numbers against a paper that says "less": 2 SE the other way
-    assert paired_verdict([0.1, 0.2, 0.3], "less").verdict == CONTRADICTED
+    assert verdict.t == pytest.approx(math.sqrt(12)) and verdict.p == pytest.approx(0.03709, abs=1e-5)
+    # the same numbers against a paper that says "less": t = -3.464, p = 1 - 0.03709; the other way 0.037
+    against = paired_verdict([0.1, 0.2, 0.3], "less")
+    assert against.verdict == CONTRADICTED and against.p == pytest.approx(1 - 0.03709, abs=1e-5)
     assert paired_verdict([-0.1, -0.2, -0.3], "less").verdict == REPRODUCED
 
 
-def test_the_two_standard_error_boundary():
-    # d = 0.74, 0.26: mean 0.5; sd = 0.48 / sqrt(2); SE = 0.24; 2 SE = 0.48 < 0.5: reproduced
-    assert paired_verdict([0.74, 0.26], "greater").verdict == REPRODUCED
-    # d = 0.76, 0.24: mean 0.5; SE = 0.26; 2 SE = 0.52 > 0.5: inconclusive
-    verdict = paired_verdict([0.76, 0.24], "greater")
-    assert verdict.verdict == INCONCLUSIVE and verdict.se == pytest.approx(0.26)
-    assert "within 2 SE" in verdict.reason
+def test_the_five_percent_boundary_with_two_seeds():
+    # 2 seeds: 1 df, Student's t is Cauchy: P(T > t) = 1/2 - atan(t) / pi; the 5% critical value is
+    # tan(0.45 pi) = 6.314. d = 0.575, 0.425: mean 0.5, SE = |0.575 - 0.425| / 2 = 0.075, t = 6.667:
+    # p = 1/2 - atan(6.667) / pi = 1/2 - 1.42186 / pi = 0.0474: reproduced
+    verdict = paired_verdict([0.575, 0.425], "greater")
+    assert verdict.verdict == REPRODUCED and verdict.p == pytest.approx(0.0474, abs=1e-4)
+    # d = 0.58, 0.42: SE 0.08, t = 6.25: p = 1/2 - atan(6.25) / pi = 1/2 - 1.41207 / pi = 0.0505: not at 5%
+    verdict = paired_verdict([0.58, 0.42], "greater")
+    assert verdict.verdict == INCONCLUSIVE and verdict.se == pytest.approx(0.08)
+    assert verdict.p == pytest.approx(0.0505, abs=1e-4) and "p 0.051 > 0.05" in verdict.reason
+    # the old rule's 2 SE (t = 2.08 on 1 df, p = 1/2 - atan(2.083) / pi = 0.148) is no longer a verdict
+    assert paired_verdict([0.74, 0.26], "greater").verdict == INCONCLUSIVE
 
 
 def test_seeds_that_disagree_are_inconclusive():
-    # d = 0.3, -0.1: mean 0.1; sd = sqrt(0.04 + 0.04) = 0.283; SE = 0.2; 2 SE = 0.4 > 0.1
+    # d = 0.3, -0.1: mean 0.1; sd = sqrt(0.04 + 0.04) = 0.283; SE = 0.2; t = 0.5, p = 1/2 - atan(0.5)/pi = 0.352
     verdict = paired_verdict([0.3, -0.1], "greater")
     assert verdict.verdict == INCONCLUSIVE and verdict.mean == pytest.approx(0.1)
-    assert verdict.se == pytest.approx(0.2) and verdict.mde == pytest.approx(0.4)
+    assert verdict.se == pytest.approx(0.2) and verdict.p == pytest.approx(0.3524, abs=1e-4)
     # arms equal in every seed: mean 0, SE 0: neither direction
     assert paired_verdict([0.0, 0.0], "greater").verdict == INCONCLUSIVE
+
+
+def test_the_detectable_effect_and_one_power_figure_derived_by_hand():
+    # The t-quantile approximation of the effect detected with 80% power is (t_{0.95,df} + t_{0.80,df}) SE;
+    # from t tables at 4 df: 2.132 + 0.941 = 3.073 SE. The non-central t gives a little less (3.04 SE):
+    # the approximation is what the exact figure must sit near.
+    five = paired_verdict([0.01, 0.03, 0.05, 0.02, 0.04], "greater")  # mean 0.03, sd 0.0158, SE 0.00707
+    assert five.se == pytest.approx(math.sqrt(0.00025) / math.sqrt(5))
+    assert five.mde / five.se == pytest.approx(3.073, abs=0.05) and five.mde / five.se < 3.073
+    # Power at the effect the design detects with 80% power is 0.80, by construction
+    assert power(five.mde, five.se, 5) == pytest.approx(POWER, abs=1e-6)
+    # With many seeds the t's become normal: power(delta) = Phi(delta / SE - z_0.95). At delta =
+    # (1.6449 + 0.8416) SE = 2.4865 SE, Phi(0.8416) = 0.800 (normal tables); at delta = 1.6449 SE, Phi(0) = 0.5
+    assert power(2.4865, 1.0, 10_000) == pytest.approx(0.800, abs=2e-3)
+    assert power(1.6449, 1.0, 10_000) == pytest.approx(0.5, abs=2e-3)
+    assert power(0.0, 1.0, 5) == pytest.approx(ALPHA)  # no effect: called 5% of the time, the test's level
+    # Seeds for 80% power with a per-seed sd of 1 at an effect of 0.5: the normal approximation
+    # n = ((1.6449 + 0.8416) / 0.5)^2 = 24.7, and the t's heavier tails ask for one or two more
+    assert seeds_for_power(0.5, 1.0) in (26, 27)
+    assert power(0.5, 1.0 / math.sqrt(seeds_for_power(0.5, 1.0)), seeds_for_power(0.5, 1.0)) >= POWER
+
+
+def test_holm_correction_across_a_record_by_hand():
+    # p = 0.01, 0.04, 0.03 (m = 3): sorted 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 = 0.04 -> running max 0.06
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    # a reproduced finding at p 0.037 (first test) beside two inconclusive ones: Holm multiplies it by 3
+    record = [paired_verdict([0.1, 0.2, 0.3], "greater"), paired_verdict([0.3, -0.1], "greater"),
+              paired_verdict([0.1, 0.2, 0.3], "greater", untestable="not at this scale")]
+    corrected = holm_verdicts(record)
+    # family: the two scored findings (the untestable one is not scored); 0.03709 x 2 = 0.0742 > 0.05
+    assert corrected[0][0] == INCONCLUSIVE and corrected[0][1] == pytest.approx(2 * 0.03709, abs=1e-4)
+    assert corrected[1][0] == INCONCLUSIVE and corrected[2] == (UNTESTABLE, None)
+    # alone in its family, the reproduced one keeps its verdict
+    assert holm_verdicts(record[:1]) == [(REPRODUCED, pytest.approx(0.03709, abs=1e-5))]
 
 
 def test_one_seed_has_no_standard_error_and_no_verdict():
@@ -55,6 +98,10 @@ def test_a_declared_untestable_finding_and_an_idle_mechanism_are_stated_instead_
     assert verdict.mean == pytest.approx(0.2)
     idle = paired_verdict([0.1, 0.2, 0.3], "greater", idle="nothing was masked")
     assert (idle.verdict, idle.reason) == (IDLE, "nothing was masked")
+    # arms that differ before training: the numbers and the test are kept, the verdict is not scored
+    confounded = paired_verdict([0.1, 0.2, 0.3], "greater", confound="two judges of the same responses")
+    assert (confounded.verdict, confounded.reason) == (CONFOUNDED, "two judges of the same responses")
+    assert confounded.p == pytest.approx(0.03709, abs=1e-5)
     with pytest.raises(ValueError, match="direction must be one of greater, less"):
         paired_verdict([0.1], "up")
     with pytest.raises(ValueError, match="NaN"):
@@ -81,6 +128,10 @@ def test_how_much_a_mechanism_acted():
 def test_two_arms_equal_but_for_their_timing_are_identical():
     a = {0: [{"step": 1, "reward_mean": 0.5, "seconds_rollout": 3.0}], 1: [{"step": 1, "reward_mean": 0.25}]}
     b = {0: [{"step": 1, "reward_mean": 0.5, "seconds_rollout": 9.0}], 1: [{"step": 1, "reward_mean": 0.25}]}
+    assert identical_arms(a, b)
+    # the running totals of a current run: its wall-clock total differs between identical runs
+    a[1][0]["seconds_total"], b[1][0]["seconds_total"] = 12.5, 13.25
+    a[1][0]["groups_generated_total"] = b[1][0]["groups_generated_total"] = 4
     assert identical_arms(a, b)
     b[1][0]["reward_mean"] = 0.3
     assert not identical_arms(a, b)
@@ -112,6 +163,11 @@ def test_the_report_pairs_seeds_and_finds_an_idle_mechanism_or_identical_arms():
     same = {0: rows(0.1, 0.5), 1: rows(0.1, 0.6)}
     verdict, _ = finding_result(finding, {"on": same, "off": same})
     assert verdict.verdict == IDLE and "equal in every non-timing value" in verdict.reason
+    # arms declared different before training: the same numbers, not scored
+    confounded = Finding(claim="c", metric="acc", arms=["on", "off"], direction="greater", confound="two judges")
+    verdict, _ = finding_result(confounded, {"on": {0: rows(0.1, 0.5), 1: rows(0.1, 0.6)},
+                                             "off": {0: rows(0.0, 0.1), 1: rows(0.0, 0.1)}})
+    assert (verdict.verdict, verdict.reason) == (CONFOUNDED, "two judges") and verdict.mean == pytest.approx(0.45)
     # a change within one arm: acc at last - at 0 = 0.4 and 0.5
     growth = Finding(claim="c", metric="acc", arms=["on"], direction="less")
     verdict, differences = finding_result(growth, {"on": {0: rows(0.1, 0.5), 1: rows(0.1, 0.6)}})

@@ -11,8 +11,10 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   cumulative training budget (groups generated, responses judged, or seconds of rollout +
   reward waited for + update), the mean over seeds of both coordinates at each step.
 - `report.md`: per finding of the spec, the verdict by the rule of
-  microcoder.experiments.verdict (paired-by-seed difference, SE, MDE = 2 SE, the paper's
-  effect); then per arm and metric the first and last logged value (mean +- standard
+  microcoder.experiments.verdict (paired-by-seed difference, SE, the one-sided t test's t
+  and p, the effect detected with 80% power, the paper's effect and the power there, and
+  for a held-out finding whose runs kept per-problem files the paired-by-problem-and-seed
+  analysis); then per arm and metric the first and last logged value (mean +- standard
   error over seeds, and n), the mean over the last three logged points after step 0, the
   budget each arm spent, which runs are shared with another grid, and the seeds that have
   not finished. While a grid is in progress, an arm with a finished run is drawn and
@@ -20,12 +22,16 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   verdicts read finished runs alone.
 
 With `docs`, each grid is also published for the repository: DOCS/<spec>.png (and its
-budget figures), DOCS/data/<spec>/ (spec.yaml and each run's metrics.jsonl, config.yaml and
-summary.json, or a shared run's config.yaml and shared.yaml: a grid folder this command
-redraws from, no checkpoints), and DOCS/<spec>.md, whose verdict table (between the
+budget figures), DOCS/data/<spec>/ (spec.yaml and each run's metrics.jsonl, config.yaml,
+summary.json and, where the run kept them, heldout_start.json and heldout_end.json, or a
+shared run's config.yaml and shared.yaml: a grid folder this command redraws from, no
+checkpoints), and DOCS/<spec>.md, whose verdict table (between the
 VERDICTS markers) and numbers block (between the NUMBERS markers) are rewritten while the
 hand-written text around them is kept. DOCS/README.md's summary table (between the
-SUMMARY markers) is rewritten from every grid published under DOCS/data.
+SUMMARY markers) is rewritten from every grid published under DOCS/data, with each
+finding's verdict after Holm's correction across the record (also written into each
+page's verdict table), the seeds 80% power at the paper's effects needs, and the runs
+whose step-0 evaluation is not published.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import math
 import shutil
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -42,8 +49,9 @@ import yaml
 from microcoder.experiments.runner import (SHARED_FILE, START_CACHE, load_grid_spec, resolve_run, run_state,
                                            shared_target, visible_reward_seconds)
 from microcoder.experiments.spec import ExperimentSpec, Finding
-from microcoder.experiments.verdict import (CONTRADICTED, IDLE, INCONCLUSIVE, REPRODUCED, RULE, UNTESTABLE, Verdict,
-                                            identical_arms, mechanism_value, paired_verdict, value_at)
+from microcoder.experiments.verdict import (ALPHA, CONFOUNDED, CONTRADICTED, IDLE, INCONCLUSIVE, REPRODUCED, RULE,
+                                            SCORED, UNTESTABLE, Verdict, holm_verdicts, identical_arms,
+                                            mechanism_value, paired_verdict, seeds_for_power, value_at)
 from microcoder.training.plots import METRICS_FILE, read_metrics, series
 
 # The reward's share is the time the step waited for the judge: with reward_overlap the
@@ -58,7 +66,9 @@ SUMMARY_BEGIN = "<!-- SUMMARY: written by `microcoder experiment report --docs` 
 SUMMARY_END = "<!-- /SUMMARY -->"
 COUNTS_BEGIN = "<!-- COUNTS: written by `microcoder experiment report --docs docs/experiments`; edits here are lost -->"
 COUNTS_END = "<!-- /COUNTS -->"
-PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json")
+HELDOUT_FILES = ("heldout_start.json", "heldout_end.json")
+"""A run's per-problem held-out scores at step 0 and at its last evaluation (training.run)."""
+PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json", *HELDOUT_FILES)
 SHARED_FILES = ("config.yaml", SHARED_FILE)
 BUDGET_AXES = {"groups_generated": "groups generated (cumulative)",
                "responses_judged": "responses judged (cumulative)",
@@ -186,9 +196,11 @@ def config_values(grid: Path, arms: list[str], key: str) -> dict[str, int]:
 def cumulative_budget(rows: list[dict], group_size: int) -> dict[int, dict[str, float]]:
     """step -> the training budget spent up to and including it: groups generated (with
     DAPO's refill rounds), responses judged (groups x group_size: every generated response
-    is judged, kept or not) and seconds (rollout + reward waited for + update; held-out
-    evaluations not counted). Step 0 (before training) is all zeros."""
-    spent = {"groups_generated": 0.0, "responses_judged": 0.0, "seconds": 0.0}
+    is judged, kept or not), seconds (rollout + reward waited for + update; held-out
+    evaluations not counted) and tokens (the trained batch's response tokens: tokens_per_second
+    x the step's seconds, as the trainer divided them; DAPO's refill rounds' dropped groups
+    are not in it). Step 0 (before training) is all zeros."""
+    spent = {"groups_generated": 0.0, "responses_judged": 0.0, "seconds": 0.0, "tokens": 0.0}
     budget = {0: dict(spent)}
     for row in rows:
         if row.get("step", 0) <= 0 or "groups_generated" not in row:
@@ -196,7 +208,9 @@ def cumulative_budget(rows: list[dict], group_size: int) -> dict[int, dict[str, 
         spent["groups_generated"] += row["groups_generated"]
         spent["responses_judged"] += row["groups_generated"] * group_size
         if "seconds_rollout" in row:
-            spent["seconds"] += row["seconds_rollout"] + visible_reward_seconds(row) + row["seconds_update"]
+            seconds = row["seconds_rollout"] + visible_reward_seconds(row) + row["seconds_update"]
+            spent["seconds"] += seconds
+            spent["tokens"] += row.get("tokens_per_second", 0.0) * seconds
         budget[int(row["step"])] = dict(spent)
     return budget
 
@@ -233,8 +247,73 @@ def finding_result(finding: Finding, runs: dict[str, dict[int, list[dict]]]) -> 
         if acted is None or acted < mechanism.at_least:
             shown = "never logged" if acted is None else f"{acted:.4g}"
             idle = f"{arm}'s {mechanism.reduce} {mechanism.metric} is {shown}, under {mechanism.at_least:g}"
-    verdict = paired_verdict(list(differences.values()), finding.direction, finding.untestable, idle)
+    verdict = paired_verdict(list(differences.values()), finding.direction, finding.untestable, idle,
+                             finding.confound)
     return verdict, differences
+
+
+def problem_scores(grid: Path, arm: str) -> dict[int, dict[str, dict]]:
+    """seed -> {"start": ..., "end": ...}: the per-problem held-out scores of each finished run
+    of `arm` that kept them (heldout_start.json / heldout_end.json; a shared run's are read
+    where it lies). A run without both files is left out."""
+    scores = {}
+    for run in seed_dirs(grid / arm):
+        if run_state(run) != "finished":
+            continue
+        source = resolve_run(run)
+        paths = [source / name for name in HELDOUT_FILES]
+        if all(path.is_file() for path in paths):
+            start, end = (json.loads(path.read_text(encoding="utf-8")) for path in paths)
+            scores[seed_of(run)] = {"start": start.get("scores", {}), "end": end.get("scores", {})}
+    return scores
+
+
+def problem_paired(finding: Finding, scores: dict[str, dict[int, dict[str, dict]]]) -> dict | None:
+    """The paired-by-problem-and-seed analysis of a held-out finding read at its last
+    evaluation (from step 0 for a change), from per-problem scores (arm -> problem_scores):
+    per seed s and problem q both sides scored, d_sq = A's score - B's (each side's change
+    from step 0 with `change`, or A's change alone for one arm); per seed the mean d_s and
+    its problem-sampling variance var_q(d_sq) / Q_s; over seeds mean = mean_s d_s and SE^2
+    = sum_s var_s / S^2 on sum_s (Q_s - 1) degrees of freedom (a seed-stratified paired
+    test). Its mean is the seed analysis's; its SE holds the seeds fixed and counts only
+    which problems were drawn, so it says whether a difference at these seeds is beyond
+    problem-sampling noise, not whether training would repeat it. None when the finding is
+    not of that kind or no seed has both sides' files."""
+    if not finding.metric.startswith("heldout_accuracy") or finding.at != "last" or finding.baseline != 0:
+        return None
+    first = scores.get(finding.arms[0], {})
+    second = scores.get(finding.arms[1], {}) if len(finding.arms) == 2 else None
+
+    def per_problem(run: dict[str, dict], change: bool) -> dict[str, float] | None:
+        end = run["end"].get(finding.metric)
+        if end is None:
+            return None
+        if not change:
+            return end
+        start = run["start"].get(finding.metric)
+        return None if start is None else {q: end[q] - start[q] for q in end if q in start}
+
+    seeds = []
+    for seed in sorted(first if second is None else set(first) & set(second)):
+        a = per_problem(first[seed], change=second is None or finding.change)
+        b = None if second is None else per_problem(second[seed], change=finding.change)
+        if a is None or (second is not None and b is None):
+            continue
+        d = [a[q] - (0.0 if b is None else b[q]) for q in sorted(a) if b is None or q in b]
+        if len(d) >= 2:
+            seeds.append((statistics.fmean(d), statistics.variance(d) / len(d), len(d)))
+    if not seeds:
+        return None
+    from scipy import stats
+
+    mean = statistics.fmean(d for d, _, _ in seeds)
+    se = math.sqrt(sum(var for _, var, _ in seeds)) / len(seeds)
+    df = sum(count - 1 for _, _, count in seeds)
+    signed = mean if finding.direction == "greater" else -mean
+    p = (0.0 if signed > 0 else 1.0 if signed < 0 else 0.5) if se == 0 else float(stats.t.sf(signed / se, df))
+    call = REPRODUCED if mean != 0 and p <= ALPHA else CONTRADICTED if mean != 0 and 1 - p <= ALPHA else INCONCLUSIVE
+    return {"mean": mean, "se": se, "df": df, "p": p, "seeds": len(seeds),
+            "problems": sum(count for _, _, count in seeds), "call": call}
 
 
 def signed(value: float | None) -> str:
@@ -252,21 +331,94 @@ def verdict_cell(verdict: Verdict) -> str:
     return f"**{verdict.verdict}**" + (f" ({verdict.reason})" if verdict.reason else "")
 
 
-def verdicts_text(spec, runs: dict[str, dict[int, list[dict]]]) -> str:
-    """The findings table of a grid (markdown), with the rule; quoted claims for string findings."""
-    lines = [RULE, ""]
-    computed = spec.computed_findings
-    if computed:
-        lines += ["| # | the paper's claim | comparison | per seed | mean +- SE | MDE (2 SE) | paper's effect | verdict |",
-                  "|---|---|---|---|---|---|---|---|"]
-    for index, finding in enumerate(computed, start=1):
+def test_cell(verdict: Verdict) -> str:
+    """t (df), one-sided p in the paper's direction; "-" where no test is read (a finding
+    declared untestable, or a mechanism that did not act)."""
+    if verdict.p is None or verdict.verdict in (UNTESTABLE, IDLE):
+        return "-"
+    return f"{verdict.t:.2f} ({verdict.n - 1}), p {verdict.p:.3f}"
+
+
+def effect_cell(finding: Finding, verdict: Verdict) -> str:
+    """The paper's effect and the test's power there."""
+    if finding.paper_effect is None:
+        return "-"
+    power = verdict.power_at(finding.paper_effect)
+    return f"{finding.paper_effect:+.3f}" + ("" if power is None else f" (power {power:.2f})")
+
+
+@dataclass
+class FindingRow:
+    """One computed finding of a grid with everything its table rows print."""
+
+    spec: ExperimentSpec
+    grid: Path
+    finding: Finding
+    verdict: Verdict
+    differences: dict[int, float]
+    pairing: dict | None
+    """problem_paired's analysis, None where there is none."""
+    problem_files: bool
+    """Whether any run of the finding's arms kept its per-problem held-out files."""
+    minutes_per_seed: float | None
+    """Mean wall minutes per run, summed over the finding's arms: what one more seed costs."""
+    holm: tuple[str, float | None] | None = None
+    """(verdict after Holm's correction across the record, adjusted p), once computed."""
+
+
+def finding_rows(grid: Path, spec: ExperimentSpec) -> list[FindingRow]:
+    """Every computed finding of a grid, from its finished runs."""
+    runs = seed_runs(grid, spec, finished_only=True)
+    rows = []
+    for finding in spec.computed_findings:
         verdict, differences = finding_result(finding, runs)
-        per_seed = ", ".join(f"{seed}: {signed(value)}" for seed, value in differences.items()) or "-"
+        scores = {arm: problem_scores(grid, arm) for arm in finding.arms}
+        walls = [[wall for wall, _, _ in run_minutes(grid, arm)] for arm in finding.arms]
+        minutes = sum(statistics.fmean(wall) for wall in walls) if all(walls) else None
+        rows.append(FindingRow(spec, grid, finding, verdict, differences, problem_paired(finding, scores),
+                               any(scores.values()), minutes))
+    return rows
+
+
+def pairing_cell(row: FindingRow) -> str:
+    """The paired-by-problem-and-seed analysis of a held-out finding, and whether it would
+    change the verdict; "-" for a finding of another kind."""
+    finding = row.finding
+    if not finding.metric.startswith("heldout_accuracy") or finding.at != "last" or finding.baseline != 0:
+        return "-"
+    pairing = row.pairing
+    if pairing is None:
+        return "no per-problem files published" if not row.problem_files else "-"
+    same = row.verdict.verdict not in SCORED or pairing["call"] == row.verdict.verdict
+    return (f"{signed(pairing['mean'])} +- {pairing['se']:.3f} ({pairing['seeds']} seeds, {pairing['problems']} "
+            f"problem-results), p {pairing['p']:.3f}: {pairing['call']}"
+            + ("" if same else f", where the seeds' test says {row.verdict.verdict}"))
+
+
+def holm_cell(row: FindingRow) -> str:
+    if row.holm is None or row.holm[1] is None:
+        return "-"
+    return f"{row.holm[0]} (p {row.holm[1]:.3f})"
+
+
+def verdicts_text(rows: list[FindingRow], quoted: list[str], holm_family: int | None = None) -> str:
+    """The findings table of a grid (markdown), with the rule; quoted claims for string findings.
+    With `holm_family` (the record's count of scored findings), each row's verdict after Holm."""
+    lines = [RULE, ""]
+    holm_header = f" after Holm (m = {holm_family}) |" if holm_family is not None else ""
+    if rows:
+        lines += [f"| # | the paper's claim | comparison | per seed | mean +- SE | t in the paper's direction (df), "
+                  f"one-sided p | detectable (80% power) | paper's effect (power) | verdict |{holm_header} "
+                  "by problem and seed |",
+                  "|---|---|---|---|---|---|---|---|---|" + ("---|" if holm_header else "") + "---|"]
+    for index, row in enumerate(rows, start=1):
+        finding, verdict = row.finding, row.verdict
+        per_seed = ", ".join(f"{seed}: {signed(value)}" for seed, value in row.differences.items()) or "-"
         mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
-        effect = "-" if finding.paper_effect is None else f"{finding.paper_effect:+.3f}"
+        holm = f" {holm_cell(row)} |" if holm_header else ""
         lines.append(f"| {index} | {finding.claim} | {finding.label} ({finding.direction} in the paper) | {per_seed} "
-                     f"| {mean_cell(verdict)} | {mde} | {effect} | {verdict_cell(verdict)} |")
-    quoted = [finding for finding in spec.findings if isinstance(finding, str)]
+                     f"| {mean_cell(verdict)} | {test_cell(verdict)} | {mde} | {effect_cell(finding, verdict)} "
+                     f"| {verdict_cell(verdict)} |{holm} {pairing_cell(row)} |")
     if quoted:
         lines += ["", *(f"> {finding}" for finding in quoted), "", "(Quoted only: no comparison declared, no verdict.)"]
     return "\n".join(lines)
@@ -292,7 +444,8 @@ def report_grid(grid: Path) -> tuple[Path, Path]:
     for axis in spec.budget_axes:
         draw_figure(spec, arms, scale, grid / f"figure-{axis}.png", budget=(axis, budgets))
     report_path = grid / "report.md"
-    verdicts = verdicts_text(spec, seed_runs(grid, spec, finished_only=True))
+    quoted = [finding for finding in spec.findings if isinstance(finding, str)]
+    verdicts = verdicts_text(finding_rows(grid, spec), quoted)
     report_path.write_text(f"# {spec.name}\n\n## Findings\n\n{verdicts}\n\n## Numbers\n\n"
                            f"{numbers_page(spec, arms, grid, budgets)}", encoding="utf-8")
     return figure_path, report_path
@@ -430,16 +583,18 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], grid: Path,
             lines.append(f"| {arm} | {key} | {means[0]:.3f} +- {errors[0]:.3f} | {means[-1]:.3f} +- {errors[-1]:.3f} "
                          f"| {shown} | {moved} | {steps[-1]} | {len(runs)} |")
     lines += ["", "Budget spent per run (mean +- SE over seeds, to the last step): groups generated (refill "
-              "rounds counted), responses judged, and seconds of rollout + reward waited for + update "
+              "rounds counted), responses judged, tokens of the trained batches' responses (refill rounds' "
+              "dropped groups not counted), and seconds of rollout + reward waited for + update "
               "(held-out evaluations not counted); and each run's wall minutes (summary.json `seconds`: "
-              "held-out evaluations counted, step 0's too where the run made it).", "",
-              "| arm | groups generated | responses judged | seconds | wall minutes per run (min-max) | n |",
-              "|---|---|---|---|---|---|"]
+              "held-out evaluations counted, step 0's too where the run made it). Arms with equal groups "
+              "generated need not have spent equal tokens or seconds.", "",
+              "| arm | groups generated | responses judged | tokens | seconds | wall minutes per run (min-max) | n |",
+              "|---|---|---|---|---|---|---|"]
     own, shared_minutes, resumed = 0.0, 0.0, []
     for arm, spent in budgets.items():
         totals = [run[max(run)] for run in spent]
         cells = []
-        for key, digits in (("groups_generated", 1), ("responses_judged", 1), ("seconds", 0)):
+        for key, digits in (("groups_generated", 1), ("responses_judged", 1), ("tokens", 0), ("seconds", 0)):
             mean, error = mean_and_error([total[key] for total in totals])
             cells.append(f"{mean:.{digits}f} +- {error:.{digits}f}")
         minutes = run_minutes(grid, arm)
@@ -531,54 +686,149 @@ def replace_block(page: Path, text: str, begin: str, end: str, block: str) -> st
     return head + block + rest.split(end, 1)[1]
 
 
-def published_verdicts(data: Path) -> list[tuple[ExperimentSpec, Finding, Verdict]]:
-    """(spec, finding, verdict) for every computed finding of every grid under `data` (a
-    published DOCS/data), grids in SUMMARY_ORDER."""
+def published_rows(data: Path) -> list[FindingRow]:
+    """Every computed finding of every grid under `data` (a published DOCS/data), grids in
+    SUMMARY_ORDER, with its verdict after Holm's correction across the scored ones."""
     grids = sorted((path.parent for path in data.glob("*/spec.yaml")),
                    key=lambda grid: (SUMMARY_ORDER.index(grid.name) if grid.name in SUMMARY_ORDER
                                      else len(SUMMARY_ORDER), grid.name))
-    results = []
-    for grid in grids:
-        spec = load_grid_spec(grid)
-        runs = seed_runs(grid, spec, finished_only=True)
-        results += [(spec, finding, finding_result(finding, runs)[0]) for finding in spec.computed_findings]
-    return results
+    rows = [row for grid in grids for row in finding_rows(grid, load_grid_spec(grid))]
+    for row, corrected in zip(rows, holm_verdicts([row.verdict for row in rows])):
+        row.holm = corrected
+    return rows
 
 
-def summary_table(results: list[tuple[ExperimentSpec, Finding, Verdict]]) -> str:
-    """One row per finding of `published_verdicts`: aspect, claim, comparison, mean +- SE,
-    MDE, paper's effect, verdict."""
-    lines = [RULE, "", "| aspect | the paper's claim | comparison | mean +- SE (n) | MDE | paper's effect | verdict |",
-             "|---|---|---|---|---|---|---|"]
-    for spec, finding, verdict in results:
+def scored_count(rows: list[FindingRow]) -> int:
+    """The findings a test decided: Holm's family."""
+    return sum(row.verdict.verdict in SCORED and row.verdict.p is not None for row in rows)
+
+
+def summary_table(rows: list[FindingRow]) -> str:
+    """One row per finding of `published_rows`: aspect, claim, comparison, mean +- SE, the
+    t test, the detectable effect, the paper's effect and the power there, the verdict and
+    the verdict after Holm; then the seeds that 80% power at the paper's effect needs."""
+    lines = [RULE, "", f"| aspect | the paper's claim | comparison | mean +- SE (n) | t in the paper's direction (df), "
+             f"one-sided p | detectable (80% power) | paper's effect (power) | verdict "
+             f"| after Holm (m = {scored_count(rows)}) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        spec, finding, verdict = row.spec, row.finding, row.verdict
         mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
-        effect = "-" if finding.paper_effect is None else f"{finding.paper_effect:+.3f}"
         lines.append(f"| [{spec.name}]({spec.name}.md) | {finding.claim} | {finding.label} | "
-                     f"{mean_cell(verdict)} ({verdict.n}) | {mde} | {effect} | "
-                     f"{verdict_cell(verdict)} |")
+                     f"{mean_cell(verdict)} ({verdict.n}) | {test_cell(verdict)} | {mde} | "
+                     f"{effect_cell(finding, verdict)} | {verdict_cell(verdict)} | {holm_cell(row)} |")
+    heldout = [row for row in rows if pairing_cell(row) != "-"]
+    paired = [row for row in heldout if row.pairing is not None]
+    lines += ["", f"Paired by problem and seed (each page's last column): {len(paired)} of the {len(heldout)} held-out "
+              "findings have per-problem files for every seed"
+              + (", where the runs kept heldout_start.json and heldout_end.json." if paired else
+                 "; the published runs predate publishing them, and only a rerun of their grids can add them.")]
+    power_rows = [row for row in rows if row.finding.paper_effect is not None and row.verdict.se
+                  and row.verdict.verdict in SCORED]
+    if power_rows:
+        lines += ["", "Seeds for 80% power at the paper's effect, from each finding's measured per-seed sd of the "
+                  "difference (`seeds_for_power`), and what that many seeds of the finding's arms would take at "
+                  "their measured wall minutes per run (run-hours; hours two at a time on 2 cores):", "",
+                  "| aspect | comparison | paper's effect | per-seed sd | power now (n) | seeds for 80% | run-hours "
+                  "| hours two at a time |", "|---|---|---|---|---|---|---|---|"]
+        for row in power_rows:
+            verdict, finding = row.verdict, row.finding
+            seeds = seeds_for_power(finding.paper_effect, verdict.sd)
+            hours = None if seeds is None or row.minutes_per_seed is None else seeds * row.minutes_per_seed / 60
+            lines.append(f"| {row.spec.name} | {finding.label} | {finding.paper_effect:+.3f} | {verdict.sd:.3f} "
+                         f"| {verdict.power_at(finding.paper_effect):.2f} ({verdict.n}) "
+                         f"| {'over 10,000' if seeds is None else seeds} "
+                         f"| {'-' if hours is None else f'{hours:.1f}'} "
+                         f"| {'-' if hours is None else f'{hours / 2:.1f}'} |")
+        for first in {row.spec.name: row for row in power_rows}.values():
+            needed = [seeds_for_power(row.finding.paper_effect, row.verdict.sd) for row in power_rows
+                      if row.spec.name == first.spec.name]
+            walls = [[wall for wall, _, _ in run_minutes(first.grid, arm)] for arm in first.spec.arms]
+            if None in needed or not all(walls):
+                continue
+            per_seed = sum(statistics.fmean(wall) for wall in walls) / 60
+            more = max(needed) - first.verdict.n
+            lines += ["", f"{first.spec.name} at {max(needed)} seeds (the most any of its findings above needs), each "
+                      f"of its {len(walls)} arms: {max(needed) * per_seed:.1f} run-hours, "
+                      f"{max(needed) * per_seed / 2:.1f} h "
+                      f"two at a time at the measured minutes per run"
+                      + (f"; the {more} seeds not yet run, {more * per_seed:.1f} run-hours "
+                         f"({more * per_seed / 2:.1f} h two at a time)." if more > 0 else ".")]
     return "\n".join(lines)
 
 
-def verdict_counts(results: list[tuple[ExperimentSpec, Finding, Verdict]]) -> str:
-    """One sentence counting the verdicts of `published_verdicts`, in the rule's order:
-    "Of 39 findings: 8 reproduced, 2 contradicted, ..."."""
-    counts = Counter(verdict.verdict for _, _, verdict in results)
-    order = (REPRODUCED, CONTRADICTED, INCONCLUSIVE, UNTESTABLE, IDLE)
-    parts = ", ".join(f"{counts[name]} {name}" for name in order if counts[name])
-    return f"Of {sum(counts.values())} findings: {parts}."
+def verdict_counts(rows: list[FindingRow]) -> str:
+    """One sentence counting the verdicts of `published_rows`, in the rule's order, raw and
+    after Holm's correction: "Of 39 findings, 30 scored: 8 reproduced, ...; after Holm ...". """
+    counts = Counter(row.verdict.verdict for row in rows)
+    corrected = Counter(row.holm[0] for row in rows if row.holm is not None and row.holm[1] is not None)
+    scored = scored_count(rows)
+    raw = ", ".join(f"{counts[name]} {name}" for name in SCORED if counts[name])
+    after = ", ".join(f"{corrected[name]} {name}" for name in SCORED if corrected[name])
+    others = ", ".join(f"{counts[name]} {name}" for name in (CONFOUNDED, UNTESTABLE, IDLE) if counts[name])
+    text = f"Of {len(rows)} findings, {scored} scored by a one-sided t test at 5%: {raw or 'none'}"
+    if scored:
+        text += f"; after Holm's correction across the {scored}: {after}"
+    return text + (f"; not scored: {others}." if others else ".")
+
+
+def unpublished_start_caches(data: Path) -> dict[str, str]:
+    """The runs of a published record (`data`: DOCS/data) that read a step-0 cache and whose
+    step-0 evaluation is not among data/heldout-start's: a run of the same config and seed
+    that trains (a rerun, a restore with a run missing) evaluates its starting model again.
+    <spec>/<arm>/seed-<k> -> the evaluation's key (runs of one seed and limit share one), or
+    for a run whose config or problems do not load here (a file of another machine), why."""
+    from microcoder.training.config import TrainConfig
+    from microcoder.training.run import load_problem_split, start_key
+
+    published = {path.name.removeprefix("heldout-start-").removesuffix(".json")
+                 for path in (data / START_CACHE).glob("heldout-start-*.json")}
+    missing = {}
+    for config_path in sorted(data.glob("*/*/seed-*/config.yaml")):
+        run = config_path.parent
+        if shared_target(run) is not None:
+            continue
+        name = run.relative_to(data).as_posix()
+        try:
+            config = TrainConfig.model_validate(yaml.safe_load(config_path.read_text(encoding="utf-8")))
+            if config.heldout_start_cache is None:
+                continue
+            heldout = load_problem_split(config)[1]
+        except (OSError, ValueError) as error:  # pydantic's ValidationError is a ValueError
+            missing[name] = f"its config or held-out problems do not load here: {error}"
+            continue
+        key = start_key(config, heldout) if heldout else None
+        if key is not None and key not in published:
+            missing[name] = key
+    return missing
 
 
 def publish_summary(docs: Path) -> Path:
-    """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data, and the
-    COUNTS line of the repository README two folders up when it has one (docs/experiments
-    -> README.md)."""
+    """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data, each
+    published page's VERDICTS block with the verdicts after Holm's correction across them,
+    and the COUNTS line of the repository README two folders up when it has one
+    (docs/experiments -> README.md)."""
     readme = docs / "README.md"
-    results = published_verdicts(docs / "data")
+    rows = published_rows(docs / "data")
     front = docs.parent.parent / "README.md"
     if front.is_file() and COUNTS_BEGIN in (front_text := front.read_text(encoding="utf-8")):
-        line = f"{COUNTS_BEGIN}\n{verdict_counts(results)}\n{COUNTS_END}"
+        line = f"{COUNTS_BEGIN}\n{verdict_counts(rows)}\n{COUNTS_END}"
         front.write_text(replace_block(front, front_text, COUNTS_BEGIN, COUNTS_END, line), encoding="utf-8")
-    block = f"{SUMMARY_BEGIN}\n{summary_table(results)}\n{SUMMARY_END}"
+    family = scored_count(rows)
+    for spec in {row.spec.name: row.spec for row in rows}.values():
+        page = docs / f"{spec.name}.md"
+        if page.is_file() and VERDICTS_BEGIN in (text := page.read_text(encoding="utf-8")):
+            own = [row for row in rows if row.spec.name == spec.name]
+            quoted = [finding for finding in spec.findings if isinstance(finding, str)]
+            block = f"{VERDICTS_BEGIN}\n{verdicts_text(own, quoted, family)}\n{VERDICTS_END}"
+            page.write_text(replace_block(page, text, VERDICTS_BEGIN, VERDICTS_END, block), encoding="utf-8")
+    missing = unpublished_start_caches(docs / "data")
+    caches = ("Every published run's step-0 evaluation is in data/heldout-start/, so `run --restore` of the "
+              "record evaluates nothing." if not missing else
+              f"Step-0 evaluations not in data/heldout-start/ ({len(set(missing.values()))}, read by "
+              f"{len(missing)} runs; a run of the same config and seed that trains evaluates its starting model "
+              f"again, and nothing can pair these runs' step 0 by problem): {', '.join(missing)}.")
+    block = f"{SUMMARY_BEGIN}\n{summary_table(rows)}\n\n{caches}\n{SUMMARY_END}"
     if readme.is_file():
         text = replace_block(readme, readme.read_text(encoding="utf-8"), SUMMARY_BEGIN, SUMMARY_END, block)
     else:

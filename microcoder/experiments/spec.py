@@ -21,6 +21,7 @@
         at: last                           # a step, "last", or a window [first, last]
         paper_effect: 0.51                 # the paper's A - B in the metric's units, if known
         untestable: "..."                  # why this scale cannot test it (then no verdict)
+        confound: "..."                    # how the arms differ before training (then not scored)
         mechanism: {arm: kl_symmetric, metric: kl, reduce: max, at_least: 0.01}
     vars: {L: 64, S: 8}                    # ${L}, ${L*3/2}, ${S/2} anywhere in overrides and at_step
     share_heldout_start: true              # step 0's held-out evaluated once per seed for the runs root
@@ -124,6 +125,9 @@ class Finding(BaseModel):
     """The paper's A - B (or later - earlier) in the metric's units, where it gives one."""
     untestable: str | None = None
     """Why this scale cannot test the claim (e.g. it appears after hundreds of steps); no verdict then."""
+    confound: str | None = None
+    """How the arms differ before training (two judges of the same responses, two problem sets, two
+    limits at step 0): the comparison is shown, and not scored as evidence about training."""
     mechanism: Mechanism | None = None
     """What must have acted for the comparison to test the claim."""
 

@@ -7,45 +7,132 @@ step) in the direction the paper reports. Per seed s that both sides ran,
     d_s  = value(arm A, seed s, at) - value(arm A, seed s, baseline)   (one arm)
     mean = (1/n) * sum_s d_s
     SE   = sd(d) / sqrt(n),   sd with n - 1 in the denominator (undefined for n = 1)
-    MDE  = 2 * SE             (the smallest effect this many seeds would call)
+    t    = sign * mean / SE   on n - 1 degrees of freedom
+    p    = P(T_{n-1} >= t)    the one-sided p-value in the paper's direction
 
-and, with sign = +1 when the paper says A is greater (-1 when it says less):
+with sign = +1 when the paper says A is greater (-1 when it says less). Then:
 
     untestable at this scale   the spec declares it (with its reason), whatever the numbers
+    not training evidence      the spec declares that the arms differ before training (two
+                               judges of the same responses, two problem sets, two limits at
+                               step 0): the numbers are shown, the rule does not score them
     mechanism idle             the arms' mechanism did not act (a logged metric below the
                                spec's threshold, or the two arms equal in every non-timing value)
-    reproduced                 sign * mean >= 2 SE and mean != 0
-    contradicted               sign * mean <= -2 SE and mean != 0
+    reproduced                 p <= ALPHA (a one-sided t test at 5% in the paper's direction)
+    contradicted               1 - p <= ALPHA (the same test in the other direction)
     inconclusive               neither, or n < 2 (SE undefined: one seed cannot tell)
 
 The checks go in that order: a declared reason or an idle mechanism is stated instead of a
 verdict the numbers cannot carry. Prose on the pages may explain a verdict, never override it.
 
-2 SE is a t-statistic of 2 on n - 1 degrees of freedom: a two-sided confidence of about 70%
-with 2 seeds, 88% with 5, 95% with 30 (scipy.stats.t). With 2 seeds a verdict is weak
-evidence, and the page says how many seeds it rests on.
+Across a record of m scored findings (those reproduced, contradicted or inconclusive), some
+5% tests come out "reproduced" by chance alone: `holm` adjusts the m p-values (Holm's
+step-down: the i-th smallest times m - i + 1, then the running maximum), once for the
+paper's direction and once for the other, and a verdict that survives has an adjusted p <=
+ALPHA. That holds the chance of any false "reproduced" in the record (and, separately, of
+any false "contradicted") at or under 5%, whatever the findings' dependence.
+
+The detectable effect is the one the design detects with 80% power: the effect delta at
+which the non-central t (n - 1 degrees of freedom, non-centrality delta / SE) exceeds the
+test's critical value t_{0.95, n-1} with probability 0.8, at the measured SE (scipy.stats.nct,
+solved for delta; with 5 seeds delta = 3.04 SE, where the t-quantile approximation
+t_{0.95,4} + t_{0.80,4} gives 3.07 SE). `power` is that probability at a given effect (the
+paper's, where it gives one), and `seeds_for_power` the fewest seeds that reach 80% at an
+effect with the measured per-seed sd. All three read the measured SE as if it were the true
+one: with 5 seeds that estimate is itself rough, and the pages say so.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+ALPHA = 0.05
+"""The level of each one-sided test."""
+POWER = 0.8
+"""The power at which a detectable effect is stated."""
+
 RULE = ("Verdict rule (per finding, d = the paired-by-seed difference in the paper's terms, SE = sd(d)/sqrt(n), "
-        "MDE = 2 SE): *reproduced* if the mean of d is in the paper's direction by at least 2 SE; *contradicted* "
-        "if it is in the other direction by at least 2 SE; *inconclusive* otherwise, or with one seed (SE "
-        "undefined); *untestable at this scale* when the spec says why (e.g. an effect the paper sees after "
-        "hundreds of steps); *mechanism idle* when what the arms differ in did not act (a logged metric under "
-        "the spec's threshold, or two arms equal in every non-timing value). Prose explains a verdict, never "
-        "overrides it. 2 SE is t = 2 on n - 1 degrees of freedom: about 70% two-sided confidence with 2 seeds, "
-        "88% with 5.")
+        "t = mean/SE in the paper's direction on n - 1 degrees of freedom, p = the one-sided p-value): "
+        "*reproduced* if p <= 0.05 (a one-sided t test at 5% in the paper's direction); *contradicted* if the same "
+        "test in the other direction gives <= 0.05; *inconclusive* otherwise, or with one seed (SE undefined); "
+        "*untestable at this scale* when the spec says why (e.g. an effect the paper sees after hundreds of "
+        "steps); *not training evidence* when the spec states that the arms differ before training (two judges, "
+        "two problem sets, two limits at step 0: the numbers are shown, not scored); *mechanism idle* when what "
+        "the arms differ in did not act (a logged metric under the spec's threshold, or two arms equal in every "
+        "non-timing value). The detectable effect is the one this many seeds detect with 80% power at the "
+        "measured SE (non-central t, scipy.stats.nct: 3.04 SE with 5 seeds); the power column is the rule's "
+        "chance of calling the paper's effect, where the paper gives one. Holm: the record's scored findings "
+        "(reproduced, contradicted, inconclusive) corrected together for multiplicity (Holm's step-down on "
+        "their p-values, each direction apart), so that the chance of any false reproduced in the record is "
+        "at most 5%. Prose explains a verdict, never overrides it.")
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
-UNTESTABLE, IDLE = "untestable at this scale", "mechanism idle"
+UNTESTABLE, IDLE, CONFOUNDED = "untestable at this scale", "mechanism idle", "not training evidence"
+SCORED = (REPRODUCED, CONTRADICTED, INCONCLUSIVE)
+"""The verdicts a test decided: the findings that Holm's correction counts."""
 DIRECTIONS = ("greater", "less")
-TIMING_KEYS = ("seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second")
+# Wall-clock keys: they differ between two runs that computed the same thing.
+TIMING_KEYS = ("seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second",
+               "seconds_total")
+
+
+@functools.cache
+def critical_t(df: int) -> float:
+    """t_{1 - ALPHA, df}: the one-sided test's critical value."""
+    from scipy import stats
+
+    return float(stats.t.ppf(1 - ALPHA, df))
+
+
+@functools.cache
+def detectable_in_se(df: int) -> float:
+    """The non-centrality (effect / SE) at which the one-sided test on `df` degrees of freedom
+    has POWER: solves P(T'_{df, ncp} > t_{1-ALPHA, df}) = POWER for ncp (non-central t)."""
+    from scipy import optimize, stats
+
+    critical = critical_t(df)
+    return float(optimize.brentq(lambda ncp: stats.nct.sf(critical, df, ncp) - POWER, 0.0, 1e3))
+
+
+def power(effect: float, se: float, n: int) -> float | None:
+    """The chance that the one-sided test at ALPHA on n - 1 degrees of freedom calls an effect
+    of size `effect` (in the paper's direction) when the SE is `se`; None for n < 2 or SE 0."""
+    from scipy import stats
+
+    if n < 2 or se <= 0:
+        return None
+    return float(stats.nct.sf(critical_t(n - 1), n - 1, abs(effect) / se))
+
+
+def seeds_for_power(effect: float, sd: float, most: int = 10_000) -> int | None:
+    """The fewest seeds (at least 2) at which the test has POWER at `effect`, with a per-seed
+    sd of the difference `sd` (SE = sd / sqrt(n)); past 100 seeds the search steps by a
+    tenth, so the answer is within 10% of the fewest. None past `most` or without an effect."""
+    if effect == 0 or sd <= 0:
+        return None if effect == 0 else 2
+    n = 2
+    while n <= most:
+        if power(effect, sd / math.sqrt(n), n) >= POWER:
+            return n
+        n += 1 if n < 100 else n // 10
+    return None
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: sorted ascending, the i-th
+    (from 1) times m - i + 1, then the running maximum, capped at 1."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda index: p_values[index])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 @dataclass(frozen=True)
@@ -59,20 +146,46 @@ class Verdict:
     """Standard error of the mean; None for fewer than two seeds."""
     reason: str = ""
     """Why, for every verdict but reproduced / contradicted."""
+    p: float | None = None
+    """The one-sided p-value in the paper's direction (None without an SE)."""
+    t: float | None = None
+    """mean / SE in the paper's direction (None without an SE; +-inf with SE 0 and a mean)."""
 
     @property
     def mde(self) -> float | None:
-        """Minimum detectable effect: 2 SE (None when SE is undefined)."""
-        return None if self.se is None else 2 * self.se
+        """The effect detected with 80% power at this SE and n (None when SE is undefined)."""
+        return None if self.se is None else detectable_in_se(self.n - 1) * self.se
+
+    @property
+    def sd(self) -> float | None:
+        """The per-seed sd of the difference."""
+        return None if self.se is None else self.se * math.sqrt(self.n)
+
+    def power_at(self, effect: float | None) -> float | None:
+        """The test's power at `effect` (the paper's) with this n and SE."""
+        return None if effect is None or self.se is None else power(effect, self.se, self.n)
+
+
+def t_test(mean: float, se: float, n: int, direction: str) -> tuple[float, float]:
+    """(t, p): t = mean / SE in `direction`, p = P(T_{n-1} >= t); with SE 0, t is +-inf (0
+    for a mean of 0) and p 0 or 1 by the mean's sign (0.5 at 0)."""
+    from scipy import stats
+
+    signed = mean if direction == "greater" else -mean
+    if se == 0:
+        t = math.copysign(math.inf, signed) if signed else 0.0
+        return t, 0.0 if signed > 0 else 1.0 if signed < 0 else 0.5
+    return signed / se, float(stats.t.sf(signed / se, n - 1))
 
 
 def paired_verdict(differences: Sequence[float], direction: str, untestable: str | None = None,
-                   idle: str | None = None) -> Verdict:
+                   idle: str | None = None, confound: str | None = None) -> Verdict:
     """The verdict of one finding from its per-seed differences (module docstring's rule).
 
     differences: d_s per seed, NaN-free. direction: "greater" (the paper: A > B, or later
-    > earlier) or "less". untestable / idle: the reason, when the spec declares the finding
-    untestable or the mechanism was found idle.
+    > earlier) or "less". untestable / confound / idle: the reason, when the spec declares
+    the finding untestable or its arms different before training, or the mechanism was
+    found idle.
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
@@ -82,20 +195,38 @@ def paired_verdict(differences: Sequence[float], direction: str, untestable: str
     n = len(values)
     mean = statistics.fmean(values) if values else None
     se = statistics.stdev(values) / math.sqrt(n) if n >= 2 else None
-    if untestable:
-        return Verdict(UNTESTABLE, n, mean, se, untestable)
-    if idle:
-        return Verdict(IDLE, n, mean, se, idle)
+    t, p = t_test(mean, se, n, direction) if se is not None else (None, None)
+    for verdict, reason in ((UNTESTABLE, untestable), (CONFOUNDED, confound), (IDLE, idle)):
+        if reason:
+            return Verdict(verdict, n, mean, se, reason, p, t)
     if n == 0:
         return Verdict(INCONCLUSIVE, 0, None, None, "no seed measured both sides")
     if se is None:
         return Verdict(INCONCLUSIVE, n, mean, None, "one seed: SE undefined")
-    signed = mean if direction == "greater" else -mean
-    if signed != 0 and signed >= 2 * se:
-        return Verdict(REPRODUCED, n, mean, se)
-    if signed != 0 and -signed >= 2 * se:
-        return Verdict(CONTRADICTED, n, mean, se)
-    return Verdict(INCONCLUSIVE, n, mean, se, "the difference is within 2 SE of 0")
+    if mean != 0 and p <= ALPHA:
+        return Verdict(REPRODUCED, n, mean, se, "", p, t)
+    if mean != 0 and 1 - p <= ALPHA:
+        return Verdict(CONTRADICTED, n, mean, se, "", p, t)
+    return Verdict(INCONCLUSIVE, n, mean, se, f"one-sided p {p:.3f} > 0.05, nor 0.05 the other way", p, t)
+
+
+def holm_verdicts(verdicts: Sequence[Verdict]) -> list[tuple[str, float | None]]:
+    """(verdict after Holm, adjusted p in the verdict's direction) per verdict, the family
+    being the scored ones (reproduced, contradicted, inconclusive); the others keep theirs
+    with None."""
+    scored = [index for index, verdict in enumerate(verdicts) if verdict.verdict in SCORED and verdict.p is not None]
+    toward = holm([verdicts[index].p for index in scored])
+    against = holm([1 - verdicts[index].p for index in scored])
+    results: list[tuple[str, float | None]] = [(verdict.verdict, None) for verdict in verdicts]
+    for index, paper, other in zip(scored, toward, against):
+        verdict = verdicts[index]
+        if verdict.verdict == REPRODUCED:
+            results[index] = (REPRODUCED if paper <= ALPHA else INCONCLUSIVE, paper)
+        elif verdict.verdict == CONTRADICTED:
+            results[index] = (CONTRADICTED if other <= ALPHA else INCONCLUSIVE, other)
+        else:
+            results[index] = (INCONCLUSIVE, paper)
+    return results
 
 
 def value_at(rows: Sequence[dict], metric: str, at: str | int | Sequence[int]) -> float | None:
