@@ -14,7 +14,9 @@ import yaml
 
 from microcoder.data.amplify import (
     NO_HIDDEN,
+    ONE_ANSWER,
     UNVERIFIED,
+    promises,
     generate_inputs,
     input_space,
     mark_shown,
@@ -196,7 +198,8 @@ def test_a_promise_the_reference_breaks_on_makes_no_test(tmp_path):
 
 def test_export_writes_the_engines_files_and_a_seeded_split(tmp_path):
     pyarrow = pytest.importorskip("pyarrow.parquet")
-    problems = [largest_problem(id=f"t/largest-{index}", tests=[TestCase(input=f"[{index}]\n1", output=str(index))])
+    problems = [largest_problem(id=f"t/largest-{index}", tests=[TestCase(input=f"[{index}]\n1", output=str(index)),
+                                                                 TestCase(input=f"[{index}, 1]\n2", output=str(index + 1))])
                 for index in range(12)]
     config = load_build_config(write_config(tmp_path, problems, enabled=False))
     config.export.validation_fraction = 0.25
@@ -212,3 +215,36 @@ def test_export_writes_the_engines_files_and_a_seeded_split(tmp_path):
     assert [row["problem_id"] for row in trl] == split["validation"] and trl[0]["prompt"][0]["role"] == "system"
     sheet = (export / "datasheet.md").read_text()
     assert "## Licences" in sheet and "## Shown and hidden tests" in sheet
+
+
+def test_a_promise_in_words_keeps_generated_inputs_to_shuffles_of_stored_ones():
+    statement = STATEMENT + "It is guaranteed that nums has no repeated value.\n"
+    problem = largest_problem(prompt=statement)
+    space = input_space(problem, AmplifyConfig())
+    assert space.promises == ["It is guaranteed that nums has no repeated value"]
+    stored = {tuple(sorted(nums)) + (k,) for nums, k in [[[3, 1, 2], 2], [[4, 4, 1, 0], 3], [[-7, 5], 1]]}
+    inputs = generate_inputs(problem, space, 10, seed=0, max_input_chars=4000)
+    assert inputs and all(tuple(sorted(nums)) + (k,) in stored for nums, k in inputs)
+    assert promises("Return the answer. The input is generated such that a path exists.") == [
+        "The input is generated such that a path exists"]
+    assert promises("Return the sum of nums.") == []
+
+
+def test_random_lists_repeat_items_now_and_then():
+    problem = largest_problem()
+    inputs = generate_inputs(problem, input_space(problem, AmplifyConfig()), 40, seed=0, max_input_chars=4000)
+    assert sum(len(set(nums)) < len(nums) for nums, _ in inputs) >= 5
+
+
+def test_hidden_tests_of_one_answer_remove_the_problem(tmp_path):
+    # The reference answers 0 whatever the input: every generated test expects 0, which a
+    # constant program passes.
+    constant = Problem(id="t/zero", kind="call", entry_point="zero", prompt="Return zero.", source="t",
+                       starter_code="def zero(n: int) -> int:\n",
+                       tests=[TestCase(input="3", output="0"), TestCase(input="5", output="0")],
+                       metadata={"reference_solution": "def zero(n):\n    return 0\n"})
+    config = load_build_config(write_config(tmp_path, [constant, largest_problem()]))
+    build(config, log=lambda _: None)
+    removed = {json.loads(line)["id"]: json.loads(line)["reason"]
+               for line in (config.stage_dir("amplify") / "removed.jsonl").read_text().splitlines()}
+    assert removed == {"t/zero": ONE_ANSWER}

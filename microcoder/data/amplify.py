@@ -14,8 +14,9 @@ programs pass. This stage, after decontaminate:
    (not a crash, a timeout, or a `None` where no stored answer is null: an input outside
    the problem's promises) as tests marked `generated`; the reference-derived time limit
    is derived again over every test;
-3. removes from the training corpus a problem left with no hidden test ("no hidden tests")
-   and, unless `amplify.keep_unverified`, one with no reference solution ("unverified: no
+3. removes from the training corpus a problem left with no hidden test ("no hidden tests"),
+   one whose hidden tests all expect one answer (a constant program passes them), and,
+   unless `amplify.keep_unverified`, one with no reference solution ("unverified: no
    reference solution"): nothing can check or extend its tests.
 
 Deterministic: candidates come from `random.Random` seeded by the problem id and
@@ -34,9 +35,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from microcoder.data.config import AmplifyConfig, PipelineConfig
@@ -59,6 +61,7 @@ from microcoder.problems import Problem, TestCase
 
 NO_HIDDEN = "no hidden tests (every test is in the statement)"
 UNVERIFIED = "unverified: no reference solution"
+ONE_ANSWER = "every hidden test has one answer (a constant passes them)"
 
 
 # ---------------------------------------------------------------- shown tests
@@ -106,6 +109,9 @@ class InputSpace:
     relations: list[Relation]
     dropped_lines: list[str]
     """Constraint lines read but broken by a stored input (misread, or a wrong test)."""
+    promises: list[str] = field(default_factory=list)
+    """Sentences promising what no bound says ("It is guaranteed that ...", "The input is
+    generated such that ..."): inputs are then stored ones shuffled (`_shuffled`)."""
 
     def admits(self, arguments: list[Any]) -> bool:
         if not all(bound_holds(bound, arguments, self.names) for bound in self.bounds):
@@ -117,7 +123,8 @@ class InputSpace:
 
     def describe(self) -> dict[str, Any]:
         return {"bounds": [f"{b.low} <= {b.measure} <= {b.high}" for b in self.bounds],
-                "relations": [str(r) for r in self.relations], "dropped_lines": self.dropped_lines}
+                "relations": [str(r) for r in self.relations], "dropped_lines": self.dropped_lines,
+                "promises": self.promises}
 
 
 def stored_arguments(problem: Problem) -> list[list[Any]]:
@@ -139,7 +146,17 @@ def input_space(problem: Problem, settings: AmplifyConfig) -> InputSpace | None:
     domains = infer_domains(inputs)
     for name, domain in zip(names, domains):
         _apply_statement(domain, name, bounds, facts, settings)
-    return InputSpace(names, domains, bounds, infer_relations(inputs, names), dropped)
+    return InputSpace(names, domains, bounds, infer_relations(inputs, names), dropped, promises(problem.prompt))
+
+
+_PROMISE = re.compile(r"[^.\n]*\b(?:guaranteed|generated such that|it is given that|exactly one|there (?:is|exists) "
+                      r"(?:exactly|at least|at most|a unique)|a valid answer (?:always )?exists|always exists)\b[^.\n]*",
+                      re.IGNORECASE)
+
+
+def promises(statement: str) -> list[str]:
+    """Sentences of the statement that promise something of the input no bound states."""
+    return [match.group(0).strip() for match in _PROMISE.finditer(statement)][:5]
 
 
 def _widen(domain: Domain, low: float | None, high: float | None) -> None:
@@ -233,6 +250,20 @@ def _length(domain: Domain, rng: random.Random, scale: float) -> int:
     return rng.randint(domain.length_low, max(domain.length_low, top))
 
 
+NEAR_REPEAT = 0.25
+"""Share of list items made from an earlier item (an equal int, a string sharing its
+prefix): random draws almost never repeat, and `<` for `<=`, an off-by-one in a prefix
+loop, a missed duplicate, are only seen on repeats."""
+
+
+def _near_repeat(value: Any, item: Domain, rng: random.Random) -> Any:
+    if item.kind == "int":
+        return value
+    keep = rng.randint(0, len(value))
+    extra = _length(item, rng, 0.0) - keep
+    return value[:keep] + "".join(rng.choice(item.alphabet) for _ in range(max(0, extra)))
+
+
 def draw(domain: Domain, rng: random.Random, scale: float = 0.0) -> Any:
     """One value of `domain`. Pure given `rng`."""
     if domain.kind in ("int", "float"):
@@ -256,9 +287,12 @@ def draw(domain: Domain, rng: random.Random, scale: float = 0.0) -> Any:
             width = _length(item, rng, scale)
             row = replace(item, length_low=width, length_high=width, seen=[])
             return [draw(row, rng, scale) for _ in range(length)]
-        values = []
+        values: list[Any] = []
         for _ in range(length * 4 if domain.distinct else length):
-            value = draw(item, rng, scale) if item is not None else 0
+            if values and rng.random() < NEAR_REPEAT and item is not None and item.kind in ("int", "str"):
+                value = _near_repeat(rng.choice(values), item, rng)  # ties and shared prefixes find bugs
+            else:
+                value = draw(item, rng, scale) if item is not None else 0
             if domain.distinct and value in values:
                 continue
             values.append(value)
@@ -282,18 +316,59 @@ def generate_inputs(problem: Problem, space: InputSpace, count: int, seed: int, 
         if len(found) == count:
             break
         scale = (len(found) / max(1, count - 1)) ** 2
-        if rng.random() < 0.5:
+        if space.promises:
+            arguments = _shuffled(rng.choice(stored), space.domains, rng)
+        elif rng.random() < 0.5:
             arguments = [draw(domain, rng, scale) for domain in space.domains]
         else:
             arguments = json.loads(json.dumps(rng.choice(stored)))
             for position in rng.sample(range(len(arguments)), min(len(arguments), rng.choice([1, 2]))):
                 arguments[position] = draw(space.domains[position], rng, scale)
+        _tie_numbers(arguments, space.domains, rng)
         key = json.dumps(arguments)
         if key in seen or len(key) > max_input_chars or not space.admits(arguments):
             continue
         seen.add(key)
         found.append(arguments)
     return found
+
+
+def _tie_numbers(arguments: list[Any], domains: list[Domain], rng: random.Random) -> None:
+    """Now and then give one int argument another int argument's value, where both domains
+    allow it: equal arguments are where `<` and `<=` part."""
+    ints = [position for position, domain in enumerate(domains) if domain.kind == "int"
+            and isinstance(arguments[position], int) and not isinstance(arguments[position], bool)]
+    if len(ints) >= 2 and rng.random() < 0.15:
+        target, origin = rng.sample(ints, 2)
+        value = arguments[origin]
+        domain = domains[target]
+        if (domain.low is None or value >= domain.low) and (domain.high is None or value <= domain.high):
+            arguments[target] = value
+
+
+def _shuffled(arguments: list[Any], domains: list[Domain], rng: random.Random) -> list[Any]:
+    """A stored input with the items of its lists and strings shuffled (rows and within
+    rows), numbers and lengths untouched: what a statement promises of a multiset ("exactly
+    one value is missing", "the input is generated such that ...") survives it, where a
+    fresh draw would break it. Sorted lists stay sorted."""
+    def shuffle(value: Any, domain: Domain | None) -> Any:
+        if isinstance(value, str) and not (domain is not None and domain.palindrome):
+            letters = list(value)
+            rng.shuffle(letters)
+            return "".join(letters)
+        if isinstance(value, list):
+            if all(isinstance(row, list) for row in value) and value:
+                flat = [item for row in value for item in row]  # a grid: its cells shuffled, its shape kept
+                if not all(isinstance(item, (list, dict)) for item in flat):
+                    rng.shuffle(flat)
+                    cells = iter(flat)
+                    return [[next(cells) for _ in row] for row in value]
+            items = list(value)
+            rng.shuffle(items)
+            return sorted(items) if domain is not None and domain.is_sorted else items
+        return value
+
+    return [shuffle(json.loads(json.dumps(value)), domain) for value, domain in zip(arguments, domains)]
 
 
 # ---------------------------------------------------------------- the stage
@@ -426,6 +501,12 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             removals.append(Removal(problem.id, problem.source, "amplify", NO_HIDDEN,
                                     f"{len(problem.tests)} tests, all in the statement"))
             tally["removed: no hidden tests"] += 1
+            continue
+        hidden_answers = {test.output.strip() for test in problem.tests if not test.shown}
+        if len(hidden_answers) == 1:
+            removals.append(Removal(problem.id, problem.source, "amplify", ONE_ANSWER,
+                                    f"{hidden_count(problem)} hidden tests, all {next(iter(hidden_answers))[:40]}"))
+            tally["removed: one hidden answer"] += 1
             continue
         tally["kept"] += 1
         kept.append(problem)
