@@ -63,3 +63,30 @@ def test_sizes_report_what_travels_per_step(tmp_path, capsys):
     inline, reference = (line for line in capsys.readouterr().out.splitlines() if ": per trajectory" in line)
     kilobytes = [float(line.split("mean ")[1].split(" KB")[0]) for line in (inline, reference)]
     assert kilobytes[0] > 10 > 1 > kilobytes[1] and len(problem.model_dump_json()) > 10_000
+
+
+def test_verls_own_dataset_reads_the_rows_the_build_writes(tmp_path):
+    """`microcoder data build` writes its verl split with `write_verl_parquet` (export.py);
+    verl 0.9.1's RLHFDataset reads it back, chat prompt and reference intact. Runs in verl's
+    environment (scripts/test_verl.sh); the main one has no verl."""
+    pytest.importorskip("verl", reason="verl is not installed here (scripts/test_verl.sh builds its environment)")
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from microcoder.data.engines import write_verl_parquet
+    from tests.test_integrations_verl_preflight import tiny_checkpoint
+    from transformers import AutoTokenizer
+
+    problems = [stdin_problem([("1 2\n", "3\n")], problem_id="src/sum", source="src"),
+                call_problem([("[1, 2]", "3")], entry_point="total", problem_id="src/total", source="src")]
+    write_verl_parquet(problems, tmp_path / "verl" / "train.parquet", "train")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint(tmp_path / "model"))
+    config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 4096, "filter_overlong_prompts": False,
+                               "cache_dir": str(tmp_path / "cache")})
+    dataset = RLHFDataset(str(tmp_path / "verl" / "train.parquet"), tokenizer, config)
+    assert len(dataset) == 2
+    for index, problem in enumerate(problems):
+        row = dataset[index]
+        assert row["raw_prompt"] == build_messages(problem) and row["data_source"] == "microcoder/src"
+        assert json.loads(row["reward_model"]["ground_truth"]) == {"ref": problem.id, "sha256": problem_sha256(problem)}
+        assert row["extra_info"]["problem_id"] == problem.id and row["index"] == index
