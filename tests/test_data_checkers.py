@@ -82,6 +82,27 @@ def test_a_result_of_fixed_positions_frees_its_inner_lists():
     assert inferred_call_checker(problem)[0].unordered_levels == [1]
 
 
+GROUPS_STARTER = "class Solution:\n    def f(self, words: List[str]) -> List[List[str]]:\n"
+GROUPS_TESTS = [('["eat", "tea", "tan"]', '[["eat", "tea"], ["tan"]]')]
+
+
+@pytest.mark.parametrize("prompt, levels, undecided", [
+    # LeetCode 49's wording: the groups are collections, so their insides are free too.
+    ("Group the anagrams together. You can return the answer in any order.", [0, 1], False),
+    # The outer order freed, the inner one fixed by the words.
+    ("Return the groups in any order, but the words in each list must be sorted.", [0], False),
+    ("Return all the triplets in any order. The elements inside each triplet can be in any order.", [0, 1], False),
+    ("Return all possible permutations. You can return the answer in any order.", [0], False),
+    ("Return all the subsets (the power set) in any order.", [0, 1], False),
+    # Nested, outer freed, nothing said of the inner lists: level 0, listed for a hand decision.
+    ("Return the intervals after merging, in any order.", [0], True),
+])
+def test_each_level_of_a_nested_result_is_freed_by_its_own_words(prompt, levels, undecided):
+    checker, rule = inferred_call_checker(call("g", prompt, GROUPS_STARTER, GROUPS_TESTS))
+    assert checker.unordered_levels == levels
+    assert ("inner order undecided" in rule) is undecided
+
+
 def test_list_depth_from_the_annotation_else_from_the_outputs():
     assert list_depth("List[List[int]]", []) == 2 and list_depth("int", [[1]]) == 0
     assert list_depth(None, [[[1], [2]], []]) == 2 and list_depth(None, [[1], 2]) == 0

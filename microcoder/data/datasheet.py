@@ -205,6 +205,13 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
     if rules:
         lines += ["Checkers inferred from statements, by rule:", "", "| rule | problems |", "|---|---:|"]
         lines += [f"| {rule} | {count} |" for rule, count in sorted(rules.items())] + [""]
+    from microcoder.data.validate import INNER_UNDECIDED
+
+    undecided = [problem.id for problem in problems if INNER_UNDECIDED in (problem.metadata.get("checker_rule") or "")]
+    if undecided:
+        lines += [f"Nested results whose outer order the statement frees but whose inner order it neither frees nor "
+                  f"fixes ({len(undecided)}; level 0 only, for a hand decision): "
+                  + ", ".join(f"`{problem_id}`" for problem_id in undecided) + ".", ""]
     permuted = [problem.metadata["checker_permuted_tests"] for problem in problems
                 if problem.metadata.get("checker_permuted_tests")]
     if permuted:

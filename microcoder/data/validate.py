@@ -91,11 +91,31 @@ _RESULT_ANY_ORDER = re.compile(
     r"\b(?:does not|doesn't|do not|don't) matter\b",
     re.IGNORECASE,
 )
-# A result of fixed positions whose lists are unordered inside: "answer[0] is a list of
-# ...", "the integers in the lists may be returned in any order".
-_INNER_LISTS_UNORDERED = re.compile(
-    r"\bin the lists\b|\bin each list\b|\b(?:first|second) list of the output\b|\banswer\[[01]\]", re.IGNORECASE
-)
+# Which levels of a nested result the words free. A result of fixed positions whose lists
+# are unordered inside: "answer[0] is a list of ...", "the first list of the output".
+_FIXED_POSITIONS = re.compile(r"\banswer\[[01]\]|\b(?:first|second) list of the output\b", re.IGNORECASE)
+# The items inside each inner list said to come in any order ("the integers in the lists
+# may be returned in any order", "the elements inside each group can be in any order").
+_INNER_ANY_ORDER = re.compile(
+    r"\b(?:in|inside|within|of) (?:the lists|each (?:list|group|subset|combination|triplet|quadruplet))\b"
+    r"[^.\n]{0,60}?\b(?:in any order|any order)\b"
+    r"|\bin any order\b[^.\n]{0,40}?\b(?:inside|within) each\b", re.IGNORECASE)
+# The items inside each inner list said to be sorted: their order is fixed ("the words in
+# each list must be sorted", "each group sorted in ascending order").
+_INNER_SORTED = re.compile(
+    r"\b(?:in|inside|within|of)? ?each (?:list|group|subset|combination|triplet|quadruplet|row|answer)\b"
+    r"[^.\n]{0,50}?\b(?:sorted|in (?:ascending|increasing|non-decreasing|lexicographical) order)\b"
+    r"|\bsorted\b[^.\n]{0,30}?\b(?:within|inside|in) each\b", re.IGNORECASE)
+# What the inner lists are: collections whose order carries nothing (a group of anagrams, a
+# subset, a combination, a triplet summing to zero) or sequences whose order is their content
+# (a permutation, a path). LeetCode's judge accepts any inner order for the former.
+_COLLECTION_WORDS = re.compile(r"\b(?:groups?|subsets?|combinations?|triplets?|quadruplets?|partitions?)\b",
+                               re.IGNORECASE)
+_SEQUENCE_WORDS = re.compile(r"\b(?:permutations?|paths?|sequences?|orderings?|arrangements?|routes?|"
+                             r"itinerar(?:y|ies)|sentences?|words? ladders?|transformations?)\b", re.IGNORECASE)
+INNER_UNDECIDED = "inner order undecided"
+"""A nested result whose outer order the words free but whose inner lists they neither free
+nor fix: level 0 only, listed in the datasheet for a hand decision."""
 # "If there are multiple solutions, return any of them": a call problem with several
 # correct results, which equality with one recorded result cannot judge.
 _SEVERAL_CALL_RESULTS = re.compile(
@@ -246,9 +266,16 @@ def list_depth(annotation: str | None, outputs: list[object]) -> int:
 
 def inferred_call_checker(problem: Problem) -> tuple[Checker, str] | None:
     """(checker, rule) from what a call problem's statement says of its result's order,
-    or None. "in any order" frees the returned list (level 0); for a result of fixed
-    positions whose lists are unordered inside (`_INNER_LISTS_UNORDERED`), the inner
-    lists (level 1) instead. Only a result that is a list can have an order."""
+    or None. Only a result that is a list can have an order. "in any order" frees the
+    returned list (level 0); for a list of lists, the inner lists' own order is read per
+    level from the words:
+
+    - a result of fixed positions (`answer[0]`): the outer order is not free, so what the
+      words free is inside -> [1];
+    - the items inside each inner list said to be sorted -> [0] (inner order fixed);
+    - said to come in any order, or the inner lists are collections (groups, subsets,
+      combinations, triplets) and not sequences (permutations, paths) -> [0, 1];
+    - otherwise [0], the rule marked `INNER_UNDECIDED` for a hand decision."""
     match = _RESULT_ANY_ORDER.search(problem.prompt)
     if match is None:
         return None
@@ -259,9 +286,28 @@ def inferred_call_checker(problem: Problem) -> tuple[Checker, str] | None:
     depth = list_depth(annotation, [json.loads(test.output) for test in problem.tests])
     if depth == 0:
         return None
-    levels = [1] if depth >= 2 and _INNER_LISTS_UNORDERED.search(problem.prompt) else [0]
+    levels, note = inner_levels(problem.prompt) if depth >= 2 else ([0], "")
     base = problem.checker or Checker()
-    return base.model_copy(update={"unordered_levels": levels}), f"any order, levels {levels}: {match.group(0).strip()!r}"
+    return (base.model_copy(update={"unordered_levels": levels}),
+            f"any order, levels {levels}: {match.group(0).strip()!r}" + (f" ({note})" if note else ""))
+
+
+def inner_levels(statement: str) -> tuple[list[int], str]:
+    """The free levels of a list-of-lists result whose statement frees something (see
+    `inferred_call_checker`), and a note on the words that decided. Pure."""
+    inner_free = _INNER_ANY_ORDER.search(statement)
+    if _FIXED_POSITIONS.search(statement):
+        return [1], "fixed positions: the order freed is inside them"
+    if _INNER_SORTED.search(statement):
+        return [0], "inner lists sorted"
+    if inner_free:
+        return [0, 1], "inner lists free"
+    collection, sequence = _COLLECTION_WORDS.search(statement), _SEQUENCE_WORDS.search(statement)
+    if collection and not sequence:
+        return [0, 1], f"inner lists are {collection.group(0).lower()}"
+    if sequence and not collection:
+        return [0], f"inner lists are {sequence.group(0).lower()}"
+    return [0], INNER_UNDECIDED
 
 
 def permuted(value: object, levels: list[int], level: int = 0) -> object:
