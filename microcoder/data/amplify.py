@@ -15,7 +15,8 @@ programs pass. This stage, after decontaminate:
    the problem's promises) as tests marked `generated`; the reference-derived time limit
    is derived again over every test;
 3. removes from the training corpus a problem left with no hidden test ("no hidden tests"),
-   one whose hidden tests all expect one answer (a constant program passes them), and,
+   one whose hidden tests (two or more, or one answered as a shown test is) all expect
+   one answer (a constant program passes them), and,
    unless `amplify.keep_unverified`, one with no reference solution ("unverified: no
    reference solution"): nothing can check or extend its tests.
 
@@ -503,7 +504,8 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             tally["removed: no hidden tests"] += 1
             continue
         hidden_answers = {test.output.strip() for test in problem.tests if not test.shown}
-        if len(hidden_answers) == 1:
+        shown_answers = {test.output.strip() for test in problem.tests if test.shown}
+        if len(hidden_answers) == 1 and (hidden_count(problem) >= 2 or hidden_answers <= shown_answers):
             removals.append(Removal(problem.id, problem.source, "amplify", ONE_ANSWER,
                                     f"{hidden_count(problem)} hidden tests, all {next(iter(hidden_answers))[:40]}"))
             tally["removed: one hidden answer"] += 1
