@@ -17,6 +17,7 @@ from microcoder.data.amplify import (
     ONE_ANSWER,
     UNVERIFIED,
     promises,
+    sample_output_disagrees,
     generate_inputs,
     input_space,
     mark_shown,
@@ -248,3 +249,15 @@ def test_hidden_tests_of_one_answer_remove_the_problem(tmp_path):
     removed = {json.loads(line)["id"]: json.loads(line)["reason"]
                for line in (config.stage_dir("amplify") / "removed.jsonl").read_text().splitlines()}
     assert removed == {"t/zero": ONE_ANSWER}
+
+
+def test_a_sample_answer_other_than_the_stored_one_means_several_answers():
+    statement = "Print any two numbers summing to n.\nSample Input\n10 7 100 250\nSample Output\n3 4\n"
+    problem = Problem(id="s", kind="stdin", prompt=statement, tests=[TestCase(input="10 7 100 250\n", output="5 2\n"),
+                                                                       TestCase(input="4 1 0\n", output="0 1\n")])
+    assert sample_output_disagrees(problem) == problem.tests[0]
+    agreeing = problem.model_copy(update={"tests": [TestCase(input="10 7 100 250\n", output="3 4\n")]})
+    assert sample_output_disagrees(agreeing) is None
+    # A short input shown by chance ("4" is in any statement) decides nothing.
+    short = problem.model_copy(update={"tests": [TestCase(input="4\n", output="9\n")]})
+    assert sample_output_disagrees(short) is None

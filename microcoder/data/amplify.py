@@ -14,7 +14,9 @@ programs pass. This stage, after decontaminate:
    (not a crash, a timeout, or a `None` where no stored answer is null: an input outside
    the problem's promises) as tests marked `generated`; the reference-derived time limit
    is derived again over every test;
-3. removes from the training corpus a problem left with no hidden test ("no hidden tests"),
+3. removes from the training corpus a stdin problem whose statement shows a stored input
+   with another output than the stored one (it accepts several answers), a problem left
+   with no hidden test ("no hidden tests"),
    one whose hidden tests (two or more, or one answered as a shown test is) all expect
    one answer (a constant program passes them), and,
    unless `amplify.keep_unverified`, one with no reference solution ("unverified: no
@@ -89,6 +91,25 @@ def mark_shown(problem: Problem) -> Problem:
     statement = squash(problem.prompt)
     tests = [test.model_copy(update={"shown": shown_in_statement(problem, test, statement)}) for test in problem.tests]
     return problem.model_copy(update={"tests": tests})
+
+
+SAMPLE_DISAGREES = "the statement's sample output differs from the stored one (several answers)"
+
+
+def sample_output_disagrees(problem: Problem, min_input_chars: int = 8) -> TestCase | None:
+    """A stdin test whose input the statement shows (at least `min_input_chars` characters
+    without whitespace, so no chance match) but whose output it does not: the statement's
+    own sample answer differs from the stored one, so the problem accepts several answers
+    and exact comparison would reject one of them. None when no test is such. Pure."""
+    if problem.kind != "stdin" or (problem.checker is not None and (problem.checker.python
+                                                                     or problem.checker.float_tolerance)):
+        return None
+    statement = squash(problem.prompt)
+    for test in problem.tests:
+        shown_input = len(squash(test.input)) >= min_input_chars and squash(test.input) in statement
+        if shown_input and squash(test.output) and squash(test.output) not in statement:
+            return test
+    return None
 
 
 def hidden_count(problem: Problem) -> int:
@@ -491,6 +512,12 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts)
             tally["generated tests"] += sum(test.generated for test in problem.tests)
             tally["amplified problems"] += any(test.generated for test in problem.tests)
+        disagreeing = sample_output_disagrees(problem)
+        if disagreeing is not None:
+            removals.append(Removal(problem.id, problem.source, "amplify", SAMPLE_DISAGREES,
+                                    f"input of {len(disagreeing.input)} characters shown with another output"))
+            tally["removed: sample output differs"] += 1
+            continue
         has_reference = isinstance(problem.metadata.get("reference_solution"), str)
         problem.metadata["verified"] = has_reference
         if not has_reference and not settings.keep_unverified:

@@ -244,7 +244,8 @@ def shown_and_hidden_section(extra: dict, problems: list[Problem]) -> list[str]:
     if not per_source:
         return lines + ["(no amplify manifest)", ""]
     columns = ["problems", "shown tests", "stored hidden tests", "generated tests", "amplified problems",
-               "removed: unverified", "removed: no hidden tests", "removed: one hidden answer", "kept"]
+               "removed: sample output differs", "removed: unverified", "removed: no hidden tests",
+               "removed: one hidden answer", "kept"]
     lines += ["| source | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
     for source, tally in per_source.items():
         lines.append(f"| {source} | " + " | ".join(str(tally.get(column, 0)) for column in columns) + " |")
