@@ -144,6 +144,9 @@ def test_the_budget_judges_hidden_tests_before_shown_ones(tmp_path, evaluator):
     assert len(chosen) == 1 and not chosen[0].shown
     rewards, scored = score(budget, [shown_answer, RIGHT], "tiny/shown")
     assert rewards == [0.0, 1.0] and scored.verdicts[0] == "wrong_answer"
+    assert scored.tests_hidden == [1.0, 1.0]  # what the step logs as reward_tests_hidden
+    full = make_trainer(tmp_path / "full", evaluator, problems=(train + [problem], heldout))
+    assert score(full, [RIGHT], "tiny/shown")[1].tests_hidden == [0.75]  # every test: 3 hidden of 4
 
 
 def test_the_cache_judges_repeats_once_and_changes_no_reward(tmp_path, evaluator):

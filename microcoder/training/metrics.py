@@ -11,6 +11,8 @@ from __future__ import annotations
 # without dynamic sampling). The *_total keys are the run's budget so far: groups generated,
 # responses judged, and step seconds (rollout + visible reward + update; held-out
 # evaluation not counted).
+# reward_tests_hidden: the share of hidden tests (not in the statement) among the tests the
+# step's rewards were judged on (1.0 for problems whose tests are all hidden).
 # The step-0 line (before training) holds step and the held-out accuracies.
 # Every preset logs the same keys (see docs/training.md, "Metrics").
 METRIC_KEYS = (
@@ -19,7 +21,7 @@ METRIC_KEYS = (
     "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
     "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "kl", "temperature",
     "seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second", "loss",
-    "reward_cache_hit_rate",
+    "reward_cache_hit_rate", "reward_tests_hidden",
     "groups_generated_total", "responses_judged_total", "seconds_total",
 )
 

@@ -50,19 +50,24 @@ class ScoredBatch:
     the overlong penalty: what DAPO's group filter compares. None when built: a copy of correct."""
     cache_hits: list[bool] | None = None
     """Whether each verdict came from the verdict cache instead of being judged. None when built: none did."""
+    tests_hidden: list[float] | None = None
+    """The share of hidden tests (not shown in the statement) among the tests each row's
+    reward judges. None when built: all hidden."""
 
     def __post_init__(self) -> None:
         if self.task_rewards is None:
             self.task_rewards = list(self.correct)
         if self.cache_hits is None:
             self.cache_hits = [False] * len(self.verdicts)
+        if self.tests_hidden is None:
+            self.tests_hidden = [1.0] * len(self.verdicts)
 
     def take(self, rows: Sequence[int]) -> ScoredBatch:
         """The rows `rows` of this batch, in that order (seconds: the whole batch's)."""
         return ScoredBatch([self.verdicts[i] for i in rows], [self.correct[i] for i in rows],
                            [self.rewards[i] for i in rows], [self.completion_ids[i] for i in rows], self.seconds,
                            self.seconds_visible, [self.task_rewards[i] for i in rows],
-                           [self.cache_hits[i] for i in rows])
+                           [self.cache_hits[i] for i in rows], [self.tests_hidden[i] for i in rows])
 
 
 def concat_scored(parts: Sequence[ScoredBatch], seconds: float, seconds_visible: float) -> ScoredBatch:
@@ -70,7 +75,8 @@ def concat_scored(parts: Sequence[ScoredBatch], seconds: float, seconds_visible:
     return ScoredBatch([v for part in parts for v in part.verdicts], [v for part in parts for v in part.correct],
                        [v for part in parts for v in part.rewards],
                        [v for part in parts for v in part.completion_ids], seconds, seconds_visible,
-                       [v for part in parts for v in part.task_rewards], [v for part in parts for v in part.cache_hits])
+                       [v for part in parts for v in part.task_rewards], [v for part in parts for v in part.cache_hits],
+                       [v for part in parts for v in part.tests_hidden])
 
 
 def chunk_bounds(rows: int, chunks: int) -> list[tuple[int, int]]:
@@ -154,6 +160,11 @@ class EvaluatorReward:
             return 1.0
         return reward_from_tests(self.reward_mode, result.tests_passed, result.tests_total, self.reward_pow)
 
+    def hidden_share(self, problem_id: str) -> float:
+        """The share of hidden tests among those a reward of `problem_id` judges (after the budget)."""
+        tests = self.problems[problem_id].tests if problem_id in self.problems else []
+        return sum(not test.shown for test in tests) / len(tests) if tests else math.nan
+
     def close(self) -> None:
         """Stop the judging thread (after waiting for it) and close the Evaluator."""
         if self._judge_thread is not None:
@@ -190,7 +201,8 @@ class EvaluatorReward:
                                        self.overlong_penalty_factor)
             rewards = [r + float(p) for r, p in zip(rewards, penalty)]  # NaN stays NaN
         self.last = ScoredBatch(verdicts, correct, rewards, [list(ids) for ids in completion_ids], judging,
-                                time.perf_counter() - start, task_rewards, hits)
+                                time.perf_counter() - start, task_rewards, hits,
+                                [self.hidden_share(problem) for problem in problem_id])
         return [None if math.isnan(reward) else reward for reward in rewards]
 
 

@@ -503,6 +503,8 @@ class MicroCoderTrainer(GRPOTrainer):
             "_tokens": lengths.sum().item(),
             "_responses_judged": len(rewards_generated),
         }
+        # what the rewards were judged on: the share of hidden tests (not in the statement)
+        self.rollout_record["reward_tests_hidden"] = gathered(scored.tests_hidden).nanmean().item()
         if self.reward.cache is not None:
             # responses whose verdict was reused instead of judged, out of all the step's
             self.rollout_record["reward_cache_hit_rate"] = gathered([float(hit) for hit in scored.cache_hits]).mean().item()
