@@ -177,6 +177,89 @@ def test_run_code_refuses_what_it_does_not_support_naming_the_field(server, chan
     assert field in body["detail"]
 
 
+def assert_error_shape(body, status: int, field: str) -> None:
+    """Our error: a JSON object of exactly `detail` and `field`, naming the field, with
+    nothing of the server's internals (a traceback, a path of its install)."""
+    assert isinstance(body, dict) and set(body) == {"detail", "field"}, body
+    assert body["field"] == field, body
+    for internal in ("Traceback", "File \"", "/microcoder/", "site-packages", "/sys/fs/cgroup", "/tmp/"):
+        assert internal not in body["detail"], body
+
+
+NESTED = b"[" * 20_000 + b"]" * 20_000  # past the C parser's own recursion guard (under --max-body-mb)
+NESTED_PARSEABLE = b"[" * 500 + b"]" * 500  # parsed, but deeper than any request needs
+
+
+def raw_run_code(**fields) -> bytes:
+    """A /run_code body with `fields` given as raw JSON text (NaN, huge numbers, deep nesting)."""
+    parts = [f'"code": "print(1)"', '"language": "python"'] + [f'"{name}": {value}' for name, value in fields.items()]
+    return ("{" + ", ".join(parts) + "}").encode()
+
+
+def evaluate_problem(**changes) -> dict:
+    return {"problems": [{**ADD.model_dump(), "id": "p", **changes}], "samples": [{"problem_id": "p", "code": "1"}]}
+
+
+@pytest.mark.parametrize("path, body, status, field", [
+    # A lone surrogate (JSON's \\ud800) in any string: no program's input or source can hold it.
+    ("/run_code", json.dumps(verl_payload("print(input())", "\ud800")).encode(), 422, "stdin"),
+    ("/run_code", json.dumps(verl_payload("print('\udfff')")).encode(), 422, "code"),
+    ("/evaluate", json.dumps(evaluate_problem(tests=[{"input": "1 \ud800\n", "output": "3\n"}])).encode(), 422,
+     "problems.0.tests.0.input"),
+    ("/evaluate", json.dumps({"samples": [{"problem_id": "add", "code": "print('\ud800')"}]}).encode(), 422,
+     "samples.0.code"),
+    # Nesting, even inside a field that is ignored.
+    ("/run_code", raw_run_code(extra=NESTED.decode()), 400, "(body)"),
+    ("/evaluate", b'{"samples": ' + NESTED + b"}", 400, "(body)"),
+    ("/run_code", raw_run_code(extra=NESTED_PARSEABLE.decode()), 400, "(body)"),
+    ("/evaluate", b'{"samples": ' + NESTED_PARSEABLE + b"}", 400, "(body)"),
+    # compile_timeout is part of the request's deadline: a number of seconds, 0 or more.
+    ("/run_code", raw_run_code(compile_timeout=-1000), 422, "compile_timeout"),
+    ("/run_code", raw_run_code(compile_timeout="NaN"), 422, "compile_timeout"),
+    ("/run_code", raw_run_code(compile_timeout="Infinity"), 422, "compile_timeout"),
+    ("/run_code", raw_run_code(run_timeout="NaN"), 422, "run_timeout"),
+    ("/run_code", raw_run_code(run_timeout="-Infinity"), 422, "run_timeout"),
+    # A memory limit no machine has: the kernel would refuse it (setrlimit, the cgroup).
+    ("/run_code", raw_run_code(memory_limit_MB=10**15), 422, "memory_limit_MB"),
+    ("/run_code", raw_run_code(memory_limit_MB=2**62), 422, "memory_limit_MB"),
+    ("/run_code", raw_run_code(memory_limit_MB="1" + "0" * 4000), 422, "memory_limit_MB"),
+    # A request's problem with limits no run can have.
+    ("/evaluate", json.dumps(evaluate_problem(time_limit_s=-1)).encode(), 422, "problems.0.time_limit_s"),
+    ("/evaluate", json.dumps(evaluate_problem(time_limit_s=6)).encode(), 422, "problems.0.time_limit_s"),
+    ("/evaluate", json.dumps(evaluate_problem(memory_limit_mb=10**15)).encode(), 422, "problems.0.memory_limit_mb"),
+], ids=lambda value: value[:40].decode(errors="replace") if isinstance(value, bytes) else None)
+def test_bad_fields_are_refused_at_the_door_as_json_naming_them(server, path, body, status, field):
+    answer_status, _, answer = server.request("POST", path, body)
+    assert answer_status == status, answer
+    assert_error_shape(answer, status, field)
+    assert server.health()["admitted"] == 0
+
+
+@pytest.mark.parametrize("method, path, status, field", [
+    ("GET", "/nope", 404, "(path)"),
+    ("POST", "/run_jupyter", 404, "(path)"),
+    ("GET", "/run_code", 405, "(method)"),
+    ("DELETE", "/evaluate", 405, "(method)"),
+    ("POST", "/health", 405, "(method)"),
+])
+def test_no_such_endpoint_or_method_answers_our_error_shape(server, method, path, status, field):
+    answer_status, headers, answer = server.request(method, path, token=None)
+    assert answer_status == status and headers.get("content-type") == "application/json"
+    assert_error_shape(answer, status, field)
+
+
+def test_a_sandbox_error_names_nothing_of_the_server():
+    from microcoder.evaluator.sandbox import ProgramRun
+    from microcoder.service.sandbox_fusion import run_code_response
+
+    leak = ("Traceback (most recent call last):\n  File \"/opt/venv/lib/python3.11/site-packages/microcoder/"
+            "evaluator/_zygote.py\", line 189\nOSError: [Errno 22] Invalid argument: '/sys/fs/cgroup/x/memory.max'")
+    answer = run_code_response(ProgramRun("sandbox_error", stderr=b"", detail=leak))
+    assert (answer["status"], answer["run_result"]["status"], answer["run_result"]["return_code"]) == (
+        "SandboxError", "Error", None)
+    assert_error_shape({"detail": answer["message"] + answer["run_result"]["stderr"], "field": ""}, 200, "")
+
+
 def test_missing_field_and_bad_json_are_named(server):
     payload = verl_payload("print(1)")
     del payload["language"]

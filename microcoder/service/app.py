@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import json
+import logging
+import re
 import signal
 import socket
 import threading
@@ -42,14 +45,23 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
 from microcoder.evaluator.sandbox import RunStop
 from microcoder.problems import Problem, ProblemFormatError, parse_problem, read_problems
 from microcoder.service.config import ServeConfig
-from microcoder.service.sandbox_fusion import RunCodeRequest, run_code_response
+from microcoder.service.sandbox_fusion import (MACHINE_MEMORY_MB, SANDBOX_ERROR_MESSAGE, RunCodeRequest,
+                                               run_code_response, shown)
+
+LOG = logging.getLogger("microcoder.serve")
+"""One line per event the operator may want (a sandbox error's cause, a client gone
+mid-upload, an unexpected error's traceback); never sent to a client."""
 
 RETRY_AFTER_S = "1"
+PRELUDE_FAILS = "the problem's prelude fails"
+"""How a sandbox_error row caused by the request's own problem begins (its detail is the
+prelude's last error line, the client's to see); the sandbox's other errors are ours."""
 REPLY_MARGIN_S = 1.0
 """A /run_code answer leaves this long before its client's budget ends (the way back,
 and a loaded machine's scheduling)."""
@@ -58,6 +70,9 @@ SHUTDOWN_MARGIN_S = 0.25
 EXTRA_REQUESTS = 64
 """HTTP requests in progress allowed beyond the queue limit (those being read, refused or
 streamed); past queue_limit + this, a request gets 503 before its body is read."""
+MAX_NESTING = 64
+"""Deepest JSON nesting a request body may have (a canonical problem needs 4)."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestError(Exception):
@@ -165,9 +180,38 @@ async def read_json(request: Request, limit: int):
             raise RequestError(413, "(body)", f"body is over the limit of {limit} bytes")
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
+        body = json.loads(b"".join(chunks))
     except (ValueError, UnicodeDecodeError) as error:
         raise RequestError(400, "(body)", f"the body is not JSON: {error}") from None
+    except RecursionError:  # the C parser's own guard, at about the interpreter's recursion limit
+        raise RequestError(400, "(body)", f"the body is nested more than {MAX_NESTING} levels deep") from None
+    check_strings(body)
+    return body
+
+
+def check_strings(body) -> None:
+    """400 for JSON nested more than MAX_NESTING levels; 422 naming the first string (or
+    key) that is not Unicode text: JSON's \\ud800 escapes decode to lone surrogates, which no
+    program's source, stdin or answer can hold as UTF-8. Walked without recursion."""
+    todo = [((), body, 0)]
+    while todo:
+        path, item, depth = todo.pop()
+        if depth > MAX_NESTING:
+            raise RequestError(400, "(body)", f"the body is nested more than {MAX_NESTING} levels deep")
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                field = ".".join(str(part) for part in path) or "(body)"
+                raise RequestError(422, field, f"{field}: not Unicode text: a lone surrogate "
+                                   f"(\\u{ord(found.group()):04x}) at character {found.start()}")
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                if _SURROGATE.search(key):
+                    field = ".".join(str(part) for part in path) or "(body)"
+                    raise RequestError(422, field, f"{field}: a key is not Unicode text (a lone surrogate)")
+                todo.append(((*path, key), child, depth + 1))
+        elif isinstance(item, list):
+            todo.extend(((*path, index), child, depth + 1) for index, child in reversed(list(enumerate(item))))
 
 
 def validated(model: type[BaseModel], body):
@@ -181,7 +225,22 @@ def validated(model: type[BaseModel], body):
         raise RequestError(422, field, f"{field}: {message}") from None
 
 
-def resolve_batch(batch: EvaluateRequest, loaded: dict[str, Problem]) -> tuple[dict[str, Problem], list[Sample]]:
+def check_limits(problem: Problem, where: str, max_time_limit_s: float) -> None:
+    """422 naming the field for a request's problem whose limits no run can have: a time
+    limit that is not a positive number up to the server's --max-run-timeout, a memory
+    limit that is not positive or is more than the machine's memory."""
+    time_limit = problem.time_limit_s
+    if time_limit is not None and not 0 < time_limit <= max_time_limit_s:
+        raise RequestError(422, f"{where}.time_limit_s", f"{where}.time_limit_s: must be positive and at most "
+                           f"this server's limit of {max_time_limit_s} s, got {shown(time_limit)}")
+    memory = problem.memory_limit_mb
+    if memory is not None and not 0 < memory <= MACHINE_MEMORY_MB:
+        raise RequestError(422, f"{where}.memory_limit_mb", f"{where}.memory_limit_mb: must be positive and at "
+                           f"most this machine's memory ({MACHINE_MEMORY_MB} MiB), got {shown(memory)}")
+
+
+def resolve_batch(batch: EvaluateRequest, loaded: dict[str, Problem],
+                  max_time_limit_s: float) -> tuple[dict[str, Problem], list[Sample]]:
     """The problems the samples need (the request's first, then the loaded file's) and the
     samples; 422 naming the field for a bad problem, a duplicate id or an unknown id."""
     problems: dict[str, Problem] = {}
@@ -193,6 +252,7 @@ def resolve_batch(batch: EvaluateRequest, loaded: dict[str, Problem]) -> tuple[d
                                f"problems.{index}.{error.field}: {error.message}") from None
         if problem.id in problems:
             raise RequestError(422, f"problems.{index}.id", f"problems.{index}.id: duplicate id {problem.id!r}")
+        check_limits(problem, f"problems.{index}", max_time_limit_s)
         problems[problem.id] = problem
     samples = []
     for index, sample in enumerate(batch.samples):
@@ -304,6 +364,24 @@ def create_app(service: Service) -> FastAPI:
     async def refuse(request: Request, error: RequestError) -> JSONResponse:
         return JSONResponse({"detail": error.message, "field": error.field}, error.status, headers=error.headers)
 
+    @app.exception_handler(HTTPException)
+    async def no_route(request: Request, error: HTTPException) -> JSONResponse:
+        # Starlette's own refusals (no such path, a method the path does not take) in our shape.
+        if error.status_code == 405:
+            field, detail = "(method)", f"{request.method} is not allowed on {request.url.path}"
+        elif error.status_code == 404:
+            field, detail = "(path)", f"no endpoint {request.url.path}; there are /run_code, /evaluate and /health"
+        else:
+            field, detail = "(request)", str(error.detail)
+        return JSONResponse({"detail": detail, "field": field}, error.status_code, headers=error.headers)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, error: Exception) -> JSONResponse:
+        # A bug of ours: the traceback goes to the log (Starlette logs it after this answer),
+        # the client gets our shape and nothing of the server's internals.
+        return JSONResponse({"detail": "internal error of the server; its log has the cause", "field": "(server)"},
+                            500)
+
     def check_token(request: Request) -> None:
         if config.token is None:
             return
@@ -357,7 +435,10 @@ def create_app(service: Service) -> FastAPI:
                 stop.stop()
                 future.cancel()
                 raise _shutting_down()
-        return JSONResponse(run_code_response(result.result()))
+        run = result.result()
+        if run.status == "sandbox_error":
+            LOG.warning("sandbox error on /run_code: %s", " | ".join(run.detail.strip().splitlines()))
+        return JSONResponse(run_code_response(run))
 
     @app.post("/evaluate", dependencies=[Depends(check_token)])
     async def evaluate(request: Request) -> StreamingResponse:
@@ -367,7 +448,7 @@ def create_app(service: Service) -> FastAPI:
         if len(batch.samples) > config.queue_limit:
             raise RequestError(422, "samples", f"samples: {len(batch.samples)} samples, more than this server's "
                                f"queue limit of {config.queue_limit}; split the batch")
-        problems, samples = resolve_batch(batch, service.problems)
+        problems, samples = resolve_batch(batch, service.problems, config.max_run_timeout_s)
         evaluator = service.evaluator.judging(batch.mode or config.mode)
         # A result row carries `index`, the sample's position in the request (rows come in
         # the order samples finish). evaluate() numbers samples per problem in order.
@@ -392,6 +473,10 @@ def create_app(service: Service) -> FastAPI:
             # the samples already running.
             if client_gone.is_set() or service.stopping.is_set():
                 raise _BatchStopped
+            if result.verdict == "sandbox_error" and not result.detail.startswith(PRELUDE_FAILS):
+                # The sandbox's own errors name its paths: the cause goes to the log.
+                LOG.warning("sandbox error on /evaluate: %s", " | ".join(result.detail.strip().splitlines()))
+                result = dataclasses.replace(result, detail=SANDBOX_ERROR_MESSAGE)
             post(("row", result))
 
         def judge() -> None:
@@ -399,8 +484,9 @@ def create_app(service: Service) -> FastAPI:
                 post(("done", evaluator.evaluate(problems, samples, on_result)))
             except _BatchStopped:
                 post(("error", "the batch was stopped: the server is shutting down"))
-            except Exception as error:  # noqa: BLE001 - reported to the client, the server goes on
-                post(("error", f"the batch failed: {type(error).__name__}: {error}"))
+            except Exception:  # noqa: BLE001 - reported to the client, the server goes on
+                LOG.exception("an /evaluate batch failed")
+                post(("error", "the batch failed: an internal error of the server; its log has the cause"))
             finally:
                 service.release(len(samples))
 
