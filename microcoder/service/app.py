@@ -32,6 +32,7 @@ import logging
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -46,9 +47,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
-from microcoder.evaluator.sandbox import RunStop
+from microcoder.evaluator.sandbox import ProgramRun, RunStop
 from microcoder.problems import Problem, ProblemFormatError, parse_problem, read_problems
 from microcoder.service.config import ServeConfig
 from microcoder.service.sandbox_fusion import (MACHINE_MEMORY_MB, SANDBOX_ERROR_MESSAGE, RunCodeRequest,
@@ -168,17 +170,30 @@ class Service:
             self.admitted -= units
 
 
-async def read_json(request: Request, limit: int):
-    """The body as JSON, refusing more than `limit` bytes before reading them all."""
+async def read_json(request: Request, limit: int, timeout_s: float):
+    """The body as JSON, refusing more than `limit` bytes before reading them all, and a
+    body that has not all arrived within `timeout_s` (408: a stalled or trickling upload
+    holds a request slot, which others need)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise RequestError(413, "(body)", f"body of {declared} bytes is over the limit of {limit} bytes")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, "(body)", f"body is over the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(413, "(body)", f"body is over the limit of {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        LOG.warning("%s: the body of %s %s did not arrive within %g s (%d bytes read): answered 408",
+                    _peer(request), request.method, request.url.path, timeout_s, size)
+        raise RequestError(408, "(body)", f"the body did not arrive within {timeout_s:g} s ({size} bytes read)",
+                           {"Connection": "close"}) from None
+    except ClientDisconnect:
+        LOG.warning("%s: disconnected during the upload of %s %s (%d bytes read)", _peer(request), request.method,
+                    request.url.path, size)
+        raise RequestError(499, "(client)", "the client closed the connection") from None
     try:
         body = json.loads(b"".join(chunks))
     except (ValueError, UnicodeDecodeError) as error:
@@ -187,6 +202,10 @@ async def read_json(request: Request, limit: int):
         raise RequestError(400, "(body)", f"the body is nested more than {MAX_NESTING} levels deep") from None
     check_strings(body)
     return body
+
+
+def _peer(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "a client"
 
 
 def check_strings(body) -> None:
@@ -284,6 +303,22 @@ async def _send_json(send, status: int, body: dict, headers: dict[str, str]) -> 
 
 def _shutting_down() -> RequestError:
     return RequestError(503, "(server)", "the server is shutting down", {"Retry-After": RETRY_AFTER_S})
+
+
+def _no_time_to_run() -> RequestError:
+    # 504: the status verl's client retries (after 1 s, then 2 s), and a client-side
+    # failure after its retries (-1 for verl), never a verdict on the program.
+    return RequestError(504, "(server)", "the run did not get its run_timeout before this request's deadline: "
+                        "it waited too long for a worker; retry", {"Retry-After": RETRY_AFTER_S})
+
+
+def waited_out(run: ProgramRun, run_timeout: float) -> bool:
+    """Whether a run's time_limit_exceeded is the queue's doing, not the program's: it
+    used neither run_timeout of CPU (ours) nor run_timeout of wall time (SandboxFusion's
+    limit) before the deadline, cut by the time it waited for a worker, ended it, or it
+    never started. Such a run says nothing about the program."""
+    return (run.status == "time_limit_exceeded" and run.signal not in (signal.SIGPROF, signal.SIGXCPU)
+            and run.cpu_s < run_timeout and run.wall_s < run_timeout)
 
 
 class _Gate:
@@ -405,7 +440,7 @@ def create_app(service: Service) -> FastAPI:
         arrived = time.monotonic()
         if service.stopping.is_set():
             raise _shutting_down()
-        args = validated(RunCodeRequest, await read_json(request, config.max_body_bytes))
+        args = validated(RunCodeRequest, await read_json(request, config.max_body_bytes, config.upload_timeout_s))
         if args.run_timeout > config.max_run_timeout_s:
             raise RequestError(422, "run_timeout", f"run_timeout: {args.run_timeout} is over this server's "
                                f"limit of {config.max_run_timeout_s} s")
@@ -425,12 +460,21 @@ def create_app(service: Service) -> FastAPI:
         # holds its worker until its process group is gone.
         future.add_done_callback(lambda _: service.release(1))
         result = asyncio.wrap_future(future)
-        if result not in await _first(result, _client_left(request), service.stopped.wait()):
+        # The handler's own deadline: whatever holds the run up (a worker busy with a batch,
+        # a loaded machine reaping it), the client hears from us before its budget ends.
+        answer_by = deadline + REPLY_MARGIN_S / 2
+        done = await _first(result, _client_left(request), service.stopped.wait(),
+                            timeout=max(answer_by - time.monotonic(), 0))
+        if result not in done:
+            if not done:  # past the handler's deadline
+                stop.stop()
+                future.cancel()
+                raise _no_time_to_run()
             if not service.stopping.is_set():  # the client hung up: nobody wants this run any more
                 stop.stop()
                 future.cancel()
                 raise RequestError(499, "(client)", "the client closed the connection")
-            left = service.stop_deadline - SHUTDOWN_MARGIN_S - time.monotonic()
+            left = min(service.stop_deadline - SHUTDOWN_MARGIN_S, answer_by) - time.monotonic()
             if result not in await _first(result, timeout=max(left, 0)):
                 stop.stop()
                 future.cancel()
@@ -438,13 +482,15 @@ def create_app(service: Service) -> FastAPI:
         run = result.result()
         if run.status == "sandbox_error":
             LOG.warning("sandbox error on /run_code: %s", " | ".join(run.detail.strip().splitlines()))
+        if waited_out(run, args.run_timeout):
+            raise _no_time_to_run()
         return JSONResponse(run_code_response(run))
 
     @app.post("/evaluate", dependencies=[Depends(check_token)])
     async def evaluate(request: Request) -> StreamingResponse:
         if service.stopping.is_set():
             raise _shutting_down()
-        batch = validated(EvaluateRequest, await read_json(request, config.max_body_bytes))
+        batch = validated(EvaluateRequest, await read_json(request, config.max_body_bytes, config.upload_timeout_s))
         if len(batch.samples) > config.queue_limit:
             raise RequestError(422, "samples", f"samples: {len(batch.samples)} samples, more than this server's "
                                f"queue limit of {config.queue_limit}; split the batch")
@@ -566,6 +612,11 @@ class _Server(uvicorn.Server):
 def run_server(config: ServeConfig) -> None:
     """Serve until SIGINT or SIGTERM, then stop every batch and close every worker."""
     service = Service(config)  # reads --problems before anything starts
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("microcoder serve: %(message)s"))
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so (accepted
     # ones inherit the listener's protocol). Without it a kept-alive request waits ~40 ms
