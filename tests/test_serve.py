@@ -785,17 +785,20 @@ def test_shutdown_answers_json_503_and_exits_within_the_grace(tmp_path):
     assert wait_for(lambda: judge.health()["admitted"] == 2, 10)  # the loop runs, the sleeper waits for it
     judge.process.send_signal(signal.SIGTERM)
     stopped = time.monotonic()
+    exited: list[float] = []
+    waiter = threading.Thread(target=lambda: (judge.process.wait(10), exited.append(time.monotonic())))
+    waiter.start()
     time.sleep(0.3)
     # A new connection during the grace: our 503, not a refused connection.
     status, headers, body = judge.request("POST", "/run_code", verl_payload("print(1)"), token=None)
     assert status == 503 and headers.get("retry-after") == "1" and body["detail"] == "the server is shutting down"
-    assert judge.process.wait(10) == 0
-    # The grace plus one second, as the server measures it from the signal to its workers
-    # closed; the wall time seen from here adds the interpreter's exit and this process's
-    # own scheduling, which a loaded machine stretches, so it only guards against a hang.
+    waiter.join(10)
+    assert judge.process.returncode == 0
+    # The grace plus one second, from the signal to the process's end as this test sees it
+    # (the server's own "stopped" line comes before the interpreter's teardown).
     reported = re.search(r"stopped ([\d.]+) s after the signal", judge.process.stdout.read())
     assert reported and float(reported.group(1)) < 2 + 1, reported
-    assert time.monotonic() - stopped < 2 + 6
+    assert exited and exited[0] - stopped < 2 + 1, exited[0] - stopped
     for thread in threads:
         thread.join(10)
     by_code = {code: (status, content_type, json.loads(body)) for code, status, content_type, body in answers}
