@@ -427,3 +427,56 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_an_error_of_the_server_is_our_json_500_with_nothing_internal():
+    """A bug of ours (here: the sandbox raises where it never should) is answered as our
+    JSON 500; its traceback goes to the log only. Driven through the app's ASGI entry,
+    every middleware included, with a Service whose sandbox fails."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from microcoder.service.app import Service, create_app
+    from microcoder.service.config import ServeConfig
+
+    def broken_run(*args, **kwargs):
+        raise OSError(22, "Invalid argument", "/sys/fs/cgroup/microcoder/run-1/memory.max")
+
+    service = Service(ServeConfig())
+    service.evaluator = SimpleNamespace(sandbox=SimpleNamespace(run=broken_run))
+    service.run_executor = ThreadPoolExecutor(max_workers=1)
+    app = create_app(service)
+    body = json.dumps(verl_payload("print(1)")).encode()
+    sent: list[dict] = []
+
+    async def call() -> None:
+        service.loop, service.stopped = asyncio.get_running_loop(), asyncio.Event()
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop()
+            await asyncio.sleep(3600)  # the client stays
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/run_code", "raw_path": b"/run_code", "query_string": b"",
+                 "root_path": "", "headers": [(b"host", b"x"), (b"content-length", str(len(body)).encode())],
+                 "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 8080)}
+        with pytest.raises(OSError):  # Starlette re-raises for the server's log, after answering
+            await app(scope, receive, send)
+
+    try:
+        asyncio.run(call())
+    finally:
+        service.run_executor.shutdown()
+    start = next(message for message in sent if message["type"] == "http.response.start")
+    headers = dict(start["headers"])
+    answer = json.loads(b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body"))
+    assert_json_error((start["status"], {"content-type": headers[b"content-type"].decode()}, json.dumps(answer).encode()),
+                      500, "(server)")
+    assert "Invalid argument" not in answer["detail"]
+    assert service.admitted == 0
