@@ -7,14 +7,20 @@ Admission: a request is admitted only while the runs (/run_code) and samples (/e
 admitted and not yet finished stay within `queue_limit`; otherwise it gets 503 with
 Retry-After at once. Nothing waits outside that bound.
 
-Order of checks, each a JSON error `{"detail": ..., "field": ...}`: requests in progress
-(503), token (401), shutting down (503), body size (413), JSON (400), fields (422),
-admission (503). Every 503 is ours, JSON with Retry-After: uvicorn's own limit is off.
+Every answer is JSON. Order of checks, each a JSON error `{"detail": ..., "field": ...}`:
+bytes that are not an HTTP request (400, `_Protocol`), requests in progress (503), token
+(401), shutting down (503), body size (413), body deadline (408), JSON and its nesting
+(400), lone surrogates in any string (422), fields (422), admission (503); no such path
+(404) or method (405); an error of ours (500, its traceback in the log only). Every 503
+is ours, JSON with Retry-After: uvicorn's own limit is off.
 
 Deadlines: a /run_code request is answered within its client's budget, compile_timeout +
 run_timeout + `client_grace_s` (verl's client waits that long), less REPLY_MARGIN_S for
-the answer's way back. The run's wall-clock backstop is cut to what is left of it when
-the run gets a worker (queue wait counts), and a client that hangs up stops its run.
+the answer's way back; the handler keeps that deadline itself. The run's wall-clock
+backstop is cut to what is left of it when the run gets a worker (queue wait counts),
+and a client that hangs up stops its run. Waiting is never a verdict: a run that did
+not get its run_timeout before the deadline because it waited is a 504 (`waited_out`),
+which verl's client retries, not a TimeLimitExceeded.
 
 Shutdown: for `shutdown_grace_s` the server keeps listening (new requests get 503) while
 the requests in progress finish; what has not finished by then is answered 503, and the
