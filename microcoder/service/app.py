@@ -8,7 +8,8 @@ admitted and not yet finished stay within `queue_limit`; otherwise it gets 503 w
 Retry-After at once. Nothing waits outside that bound.
 
 Every answer is JSON. Order of checks, each a JSON error `{"detail": ..., "field": ...}`:
-bytes that are not an HTTP request (400, `_Protocol`), requests in progress (503), token
+bytes that are not an HTTP request (400, `_Protocol`), headers deadline (408, `_Protocol`),
+requests in progress (503), token
 (401), shutting down (503), body size (413), body deadline (408), JSON and its nesting
 (400), lone surrogates in any string (422), fields (422), admission (503); no such path
 (404) or method (405); an error of ours (500, its traceback in the log only). Every 503
@@ -48,7 +49,6 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Literal
 
-import h11
 import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -578,18 +578,47 @@ def create_app(service: Service) -> FastAPI:
 
 
 class _Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol (h11), answering what it cannot parse as a request (a
-    bad request line, headers over h11's 16 KiB, a bad Content-Length) with our JSON error
-    instead of its plain text. `send_400_response` is uvicorn 0.54's public method for it."""
+    """uvicorn's HTTP/1.1 protocol (h11) with two answers of ours: what it cannot parse as a
+    request (a bad request line, headers over h11's 16 KiB, a bad Content-Length) is our
+    JSON 400 instead of its plain text (`send_400_response`, uvicorn 0.54's public method
+    for it), and headers that have not all arrived `headers_timeout_s` after their first
+    byte are a JSON 408 (uvicorn waits for them forever: each such client holds a
+    connection). The connection is closed after either."""
+
+    headers_timeout_s = 10.0
+    headers_timer: asyncio.TimerHandle | None = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.cycle is not None and not self.cycle.response_complete:  # a request's headers are in
+            self.stop_headers_timer()
+        elif self.headers_timer is None and not self.transport.is_closing():  # the next request's first bytes
+            self.headers_timer = self.loop.call_later(self.headers_timeout_s, self.headers_too_slow)
+
+    def stop_headers_timer(self) -> None:
+        if self.headers_timer is not None:
+            self.headers_timer.cancel()
+            self.headers_timer = None
+
+    def headers_too_slow(self) -> None:
+        self.headers_timer = None
+        if (self.cycle is not None and not self.cycle.response_complete) or self.transport.is_closing():
+            return
+        self.answer_and_close(408, "Request Timeout", "(headers)",
+                              f"the request's headers did not arrive within {self.headers_timeout_s:g} s")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.stop_headers_timer()
+        super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        payload = json.dumps({"detail": f"not an HTTP request this server can read: {msg}",
-                              "field": "(request)"}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                   (b"connection", b"close")]
-        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=payload),
-                      h11.EndOfMessage()):
-            self.transport.write(self.conn.send(event))
+        self.answer_and_close(400, "Bad Request", "(request)", f"not an HTTP request this server can read: {msg}")
+
+    def answer_and_close(self, status: int, reason: str, field: str, detail: str) -> None:
+        # Written as bytes: h11 has no request to answer (none was parsed).
+        payload = json.dumps({"detail": detail, "field": field}).encode()
+        self.transport.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+                             f"content-length: {len(payload)}\r\nconnection: close\r\n\r\n".encode() + payload)
         self.transport.close()
 
 
@@ -652,7 +681,8 @@ def run_server(config: ServeConfig) -> None:
     listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     listener.bind((config.host, config.port))
     port = listener.getsockname()[1]
-    server = _Server(uvicorn.Config(create_app(service), log_level="warning", http=_Protocol, ws="none",
+    protocol = type("_Protocol", (_Protocol,), {"headers_timeout_s": config.upload_timeout_s})
+    server = _Server(uvicorn.Config(create_app(service), log_level="warning", http=protocol, ws="none",
                                     lifespan="on",
                                     # What is left after our own grace (_Server.shutdown): the
                                     # answers being written.

@@ -42,8 +42,9 @@ class ServeConfig:
     client: 10). A request is answered within compile_timeout + run_timeout +
     client_grace_s - 1 s of its arrival, queue wait included (docs/serve.md, "Deadlines")."""
     upload_timeout_s: float = 10.0
-    """Seconds a request body may take to arrive once its headers have; a slower upload
-    is answered 408 and its connection closed (a stalled client must not hold a slot)."""
+    """Seconds a request's headers may take to arrive from their first byte, and its body
+    once its headers have; slower is answered 408 and the connection closed (a stalled
+    client must not hold a slot or a connection)."""
     shutdown_grace_s: float = 5.0
     """After SIGTERM or SIGINT: how long requests in progress may take to finish (new ones
     get 503) before they are answered 503 and the workers killed."""
