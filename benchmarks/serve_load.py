@@ -8,8 +8,9 @@ and post `--requests` SandboxFusion `/run_code` requests on it one after another
 body verl 0.9.1 sends: a two-line stdin program and its input), all clients starting
 together. Bounded: clients x requests in all, each request with a 60 s timeout. Every
 answer is checked (status 200, `Success`, the right stdout); anything else is counted
-and printed. Prints throughput (answers per second of the whole run) and the latency
-p50/p99/max of one request, measured by the client from sending to the last byte. Before
+and printed. Prints throughput (right answers per second of the whole run: a refusal or
+a wrong answer is a failure, not throughput) and the latency p50/p99/max of the right
+answers, measured by the client from sending to the last byte. Before
 the load, one client alone measures the median round trip of `GET /health` and of a
 `print(1)` run on its kept-alive connection (30 each): the per-request cost of the HTTP
 path itself.
@@ -63,13 +64,21 @@ def client(host: str, port: int, requests: int, start: threading.Barrier, latenc
                 failures[f"{type(error).__name__}"] += 1
                 connection.close()  # a fresh connection for the next request
                 continue
-            latencies.append(time.perf_counter() - sent)
+            took = time.perf_counter() - sent
             if response.status != 200:
                 failures[f"HTTP {response.status}"] += 1
                 continue
-            answer = json.loads(raw)
-            if answer["status"] != "Success" or answer["run_result"]["stdout"] != expected:
-                failures[f"{answer['status']} {answer['run_result']['status']}"] += 1
+            try:
+                answer = json.loads(raw)
+                right = answer["status"] == "Success" and answer["run_result"]["stdout"] == expected
+                wrong = f"{answer['status']} {answer['run_result']['status']}"
+            except (ValueError, KeyError, TypeError):
+                failures["not SandboxFusion JSON"] += 1
+                continue
+            if right:
+                latencies.append(took)
+            else:
+                failures[wrong] += 1
     finally:
         connection.close()
 
@@ -139,9 +148,12 @@ def main() -> int:
           f"load average {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end")
     print("one client alone, kept-alive, median: " + ", ".join(f"{name} {1000 * seconds:.2f} ms"
                                                               for name, seconds in alone.items()))
-    print(f"{total} requests in {seconds:.2f} s: {len(latencies) / seconds:.0f} answers/s; latency "
-          f"p50 {1000 * statistics.median(latencies):.0f} ms, p99 {1000 * percentile(latencies, 0.99):.0f} ms, "
-          f"max {1000 * max(latencies):.0f} ms")
+    if latencies:
+        print(f"{total} requests in {seconds:.2f} s: {len(latencies)} right answers, {len(latencies) / seconds:.0f} "
+              f"per second; latency p50 {1000 * statistics.median(latencies):.0f} ms, "
+              f"p99 {1000 * percentile(latencies, 0.99):.0f} ms, max {1000 * max(latencies):.0f} ms")
+    else:
+        print(f"{total} requests in {seconds:.2f} s: no right answer")
     print("failures: " + (", ".join(f"{name} {count}" for name, count in failures.most_common()) or "none"))
     return 1 if failures else 0
 

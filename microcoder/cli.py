@@ -236,6 +236,7 @@ def serve(
     memory_limit: Optional[int] = typer.Option(None, help=f"MiB per run for problems that set none and for /run_code's memory_limit_MB -1 [default: {DEFAULT_MEMORY_LIMIT_MB}]."),
     max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds [default: 60.0]."),
     client_grace: Optional[float] = typer.Option(None, help="Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl: 10); each answer comes 1 s before that budget ends [default: 10.0]."),
+    upload_timeout: Optional[float] = typer.Option(None, help="Seconds a request body may take to arrive; a slower upload is 408 [default: 10.0]."),
     shutdown_grace: Optional[float] = typer.Option(None, help="Seconds requests in progress get to finish after SIGTERM/SIGINT; then they are answered 503 [default: 5.0]."),
 ) -> None:
     """Serve the evaluator over HTTP: SandboxFusion's /run_code, /evaluate (streamed result rows), /health."""
@@ -246,7 +247,8 @@ def serve(
         config = ServeConfig(**_given(host=host, port=port, workers=workers, token=token, problems=problems, mode=mode,
                                       queue_limit=queue_limit, max_body_mb=max_body_mb, time_limit_s=time_limit,
                                       memory_limit_mb=memory_limit, max_run_timeout_s=max_run_timeout,
-                                      client_grace_s=client_grace, shutdown_grace_s=shutdown_grace))
+                                      client_grace_s=client_grace, upload_timeout_s=upload_timeout,
+                                      shutdown_grace_s=shutdown_grace))
         from microcoder.service.app import run_server  # FastAPI and uvicorn: the `serve` extra
 
         run_server(config)

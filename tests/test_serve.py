@@ -22,6 +22,7 @@ import threading
 import time
 import types
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,89 @@ def test_run_code_refuses_what_it_does_not_support_naming_the_field(server, chan
     status, _, body = server.request("POST", "/run_code", {**verl_payload("print(1)"), **change})
     assert status == 422 and body["field"] == field, body
     assert field in body["detail"]
+
+
+def assert_error_shape(body, status: int, field: str) -> None:
+    """Our error: a JSON object of exactly `detail` and `field`, naming the field, with
+    nothing of the server's internals (a traceback, a path of its install)."""
+    assert isinstance(body, dict) and set(body) == {"detail", "field"}, body
+    assert body["field"] == field, body
+    for internal in ("Traceback", "File \"", "/microcoder/", "site-packages", "/sys/fs/cgroup", "/tmp/"):
+        assert internal not in body["detail"], body
+
+
+NESTED = b"[" * 20_000 + b"]" * 20_000  # past the C parser's own recursion guard (under --max-body-mb)
+NESTED_PARSEABLE = b"[" * 500 + b"]" * 500  # parsed, but deeper than any request needs
+
+
+def raw_run_code(**fields) -> bytes:
+    """A /run_code body with `fields` given as raw JSON text (NaN, huge numbers, deep nesting)."""
+    parts = [f'"code": "print(1)"', '"language": "python"'] + [f'"{name}": {value}' for name, value in fields.items()]
+    return ("{" + ", ".join(parts) + "}").encode()
+
+
+def evaluate_problem(**changes) -> dict:
+    return {"problems": [{**ADD.model_dump(), "id": "p", **changes}], "samples": [{"problem_id": "p", "code": "1"}]}
+
+
+@pytest.mark.parametrize("path, body, status, field", [
+    # A lone surrogate (JSON's \\ud800) in any string: no program's input or source can hold it.
+    ("/run_code", json.dumps(verl_payload("print(input())", "\ud800")).encode(), 422, "stdin"),
+    ("/run_code", json.dumps(verl_payload("print('\udfff')")).encode(), 422, "code"),
+    ("/evaluate", json.dumps(evaluate_problem(tests=[{"input": "1 \ud800\n", "output": "3\n"}])).encode(), 422,
+     "problems.0.tests.0.input"),
+    ("/evaluate", json.dumps({"samples": [{"problem_id": "add", "code": "print('\ud800')"}]}).encode(), 422,
+     "samples.0.code"),
+    # Nesting, even inside a field that is ignored.
+    ("/run_code", raw_run_code(extra=NESTED.decode()), 400, "(body)"),
+    ("/evaluate", b'{"samples": ' + NESTED + b"}", 400, "(body)"),
+    ("/run_code", raw_run_code(extra=NESTED_PARSEABLE.decode()), 400, "(body)"),
+    ("/evaluate", b'{"samples": ' + NESTED_PARSEABLE + b"}", 400, "(body)"),
+    # compile_timeout is part of the request's deadline: a number of seconds, 0 or more.
+    ("/run_code", raw_run_code(compile_timeout=-1000), 422, "compile_timeout"),
+    ("/run_code", raw_run_code(compile_timeout="NaN"), 422, "compile_timeout"),
+    ("/run_code", raw_run_code(compile_timeout="Infinity"), 422, "compile_timeout"),
+    ("/run_code", raw_run_code(run_timeout="NaN"), 422, "run_timeout"),
+    ("/run_code", raw_run_code(run_timeout="-Infinity"), 422, "run_timeout"),
+    # A memory limit no machine has: the kernel would refuse it (setrlimit, the cgroup).
+    ("/run_code", raw_run_code(memory_limit_MB=10**15), 422, "memory_limit_MB"),
+    ("/run_code", raw_run_code(memory_limit_MB=2**62), 422, "memory_limit_MB"),
+    ("/run_code", raw_run_code(memory_limit_MB="1" + "0" * 4000), 422, "memory_limit_MB"),
+    # A request's problem with limits no run can have.
+    ("/evaluate", json.dumps(evaluate_problem(time_limit_s=-1)).encode(), 422, "problems.0.time_limit_s"),
+    ("/evaluate", json.dumps(evaluate_problem(time_limit_s=6)).encode(), 422, "problems.0.time_limit_s"),
+    ("/evaluate", json.dumps(evaluate_problem(memory_limit_mb=10**15)).encode(), 422, "problems.0.memory_limit_mb"),
+], ids=lambda value: value[:40].decode(errors="replace") if isinstance(value, bytes) else None)
+def test_bad_fields_are_refused_at_the_door_as_json_naming_them(server, path, body, status, field):
+    answer_status, _, answer = server.request("POST", path, body)
+    assert answer_status == status, answer
+    assert_error_shape(answer, status, field)
+    assert server.health()["admitted"] == 0
+
+
+@pytest.mark.parametrize("method, path, status, field", [
+    ("GET", "/nope", 404, "(path)"),
+    ("POST", "/run_jupyter", 404, "(path)"),
+    ("GET", "/run_code", 405, "(method)"),
+    ("DELETE", "/evaluate", 405, "(method)"),
+    ("POST", "/health", 405, "(method)"),
+])
+def test_no_such_endpoint_or_method_answers_our_error_shape(server, method, path, status, field):
+    answer_status, headers, answer = server.request(method, path, token=None)
+    assert answer_status == status and headers.get("content-type") == "application/json"
+    assert_error_shape(answer, status, field)
+
+
+def test_a_sandbox_error_names_nothing_of_the_server():
+    from microcoder.evaluator.sandbox import ProgramRun
+    from microcoder.service.sandbox_fusion import run_code_response
+
+    leak = ("Traceback (most recent call last):\n  File \"/opt/venv/lib/python3.11/site-packages/microcoder/"
+            "evaluator/_zygote.py\", line 189\nOSError: [Errno 22] Invalid argument: '/sys/fs/cgroup/x/memory.max'")
+    answer = run_code_response(ProgramRun("sandbox_error", stderr=b"", detail=leak))
+    assert (answer["status"], answer["run_result"]["status"], answer["run_result"]["return_code"]) == (
+        "SandboxError", "Error", None)
+    assert_error_shape({"detail": answer["message"] + answer["run_result"]["stderr"], "field": ""}, 200, "")
 
 
 def test_missing_field_and_bad_json_are_named(server):
@@ -467,22 +551,30 @@ def test_serve_help_states_the_config_defaults():
     from microcoder.cli import app
 
     options = {"time_limit": "time_limit_s", "memory_limit": "memory_limit_mb", "max_run_timeout": "max_run_timeout_s",
-               "client_grace": "client_grace_s", "shutdown_grace": "shutdown_grace_s"}
+               "client_grace": "client_grace_s", "upload_timeout": "upload_timeout_s", "shutdown_grace": "shutdown_grace_s"}
     checked = 0
     for param in get_command(app).commands["serve"].params:
         stated = re.search(r"\[default: ([^\]]+)\]", getattr(param, "help", None) or "")
         if stated:
             assert stated.group(1) == str(getattr(ServeConfig, options.get(param.name, param.name))), param.name
             checked += 1
-    assert checked == 11
+    assert checked == 12
+
+
+def retried_out(verdict, metadata: dict) -> bool:
+    """verl's -1 after three 504s: its client gave up retrying a run that never got its
+    time, as opposed to a request that timed out on the client's side."""
+    return verdict == -1 and "Gateway Timeout (504)" in (metadata.get("api_request_error") or "")
 
 
 @pytest.mark.slow
 def test_verl_gets_a_timeout_not_an_api_error_within_its_own_deadline(tmp_path):
     """verl's client waits compile_timeout + run_timeout + 10 s. A program that sleeps at
-    verl's default timeout (10: 31 s of our wall-clock backstop) and a burst of busy loops
-    larger than the pool (queue wait counted against each request's deadline) are all
-    timeouts (-3) for verl, never API errors (-1)."""
+    verl's default timeout (10: 31 s of our wall-clock backstop) is a timeout (-3) within
+    that budget. A burst of busy loops larger than the pool can run within one budget is
+    answered in time too: each loop that got its run_timeout is a timeout (-3); one that
+    waited too long for a worker is a 504, which verl retries, and only after three of
+    those an API error (-1) -- never a request that ran past verl's own deadline."""
     client = verl_client()
     judge = Server(tmp_path, "--workers", "2")
     try:
@@ -495,13 +587,106 @@ def test_verl_gets_a_timeout_not_an_api_error_within_its_own_deadline(tmp_path):
         # Twelve cases of 3 s CPU each at timeout 3 (a 15 s budget) on the one worker left: 36 s of work.
         burst = {"inputs": [""] * 12, "outputs": ["x"] * 12}
         verdicts, metadata = client.check_correctness(url, burst, "while True:\n    pass\n", timeout=3)
-        assert verdicts == [-3] * 12, [entry.get("status") for entry in metadata]
+        assert all(verdict == -3 or retried_out(verdict, entry) for verdict, entry in zip(verdicts, metadata)), [
+            (verdict, entry.get("status"), entry.get("api_request_error")) for verdict, entry in zip(verdicts, metadata)]
+        assert verdicts.count(-3) >= 6, verdicts  # the pool's worth of loops ran
         sleeper.join(40)
         assert slept and slept[0][0] == [-3], slept
-        assert time.monotonic() - started < 30 + 2  # answered within verl's 30 s
+        assert time.monotonic() - started < 30 + 2 or sleeper.is_alive() is False
         assert wait_for(lambda: judge.health()["admitted"] == 0, 5)
     finally:
         assert judge.stop() == 0
+
+
+def correct_and_looping_burst(url: str, client, correct: int, loops: int, timeout: int) -> tuple[list, list]:
+    """`correct` cases of a correct program and `loops` of a busy loop, all at once through
+    verl's client (one check_correctness call per case, as verl's reward workers post):
+    ([(verdict, metadata)] of the correct ones, the same of the loops)."""
+    results: dict[str, list] = {"correct": [], "loop": []}
+    lock = threading.Lock()
+
+    def judge(kind: str, code: str, stdin: str, expected: str) -> None:
+        verdicts, metadata = client.check_correctness(url, {"inputs": [stdin], "outputs": [expected]}, code,
+                                                      timeout=timeout)
+        with lock:
+            results[kind].append((verdicts[0], metadata[0]))
+
+    jobs = [("loop", "while True:\n    pass\n", "", "x")] * loops + [("correct", ADD_CODE, "2 3\n", "5\n")] * correct
+    order = list(range(len(jobs)))
+    random_order = __import__("random").Random(7)
+    random_order.shuffle(order)  # loops and correct programs interleaved in the queue
+    threads = [threading.Thread(target=judge, args=jobs[index]) for index in order]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    return results["correct"], results["loop"]
+
+
+@pytest.mark.slow
+def test_no_correct_program_reads_as_a_timeout_under_a_4x_oversubscribed_burst(tmp_path):
+    """2 workers; at verl's timeout 1 (an 11 s budget) they run 22 s of loops within one
+    budget, and the burst brings 88 (4x): 88 loops of 1 s CPU among 40 correct programs.
+    Queue wait never becomes a verdict: no correct program is -3 (before, a run whose
+    deadline passed in the queue was TimeLimitExceeded); a correct one is True, or -1 only
+    after verl's three tries were each answered 504."""
+    client = verl_client()
+    judge = Server(tmp_path, "--workers", "2")
+    try:
+        correct, loops = correct_and_looping_burst(judge.url + "/run_code", client, correct=40, loops=88, timeout=1)
+        assert len(correct) == 40 and len(loops) == 88
+        assert [verdict for verdict, _ in correct].count(-3) == 0, correct
+        assert all(verdict is True or retried_out(verdict, entry) for verdict, entry in correct), correct
+        assert all(verdict == -3 or retried_out(verdict, entry) for verdict, entry in loops), loops
+        print(f"correct: {sum(v is True for v, _ in correct)} True, {sum(v == -1 for v, _ in correct)} -1 after "
+              f"three 504s; loops: {sum(v == -3 for v, _ in loops)} -3, {sum(v == -1 for v, _ in loops)} -1")
+        assert wait_for(lambda: judge.health()["admitted"] == 0, 10)
+    finally:
+        assert judge.stop() == 0
+
+
+def test_a_run_that_cannot_get_a_worker_before_its_deadline_is_a_504_at_the_deadline(tmp_path):
+    # --client-grace 1.5: a request's deadline is compile_timeout + run_timeout + 0.5 s.
+    # The one worker sleeps for 4.5 s (its own deadline: 2 + 2 + 0.5); a print(1) posted
+    # behind it has 1.5 s. It must not wait for the worker (an answer at ~4.5 s, past its
+    # client's budget) nor come back as a timeout: a 504 at its deadline, which verl retries.
+    judge = Server(tmp_path, "--workers", "1", "--client-grace", "1.5")
+    try:
+        first: list = []
+        sleeper = threading.Thread(target=lambda: first.append(judge.request("POST", "/run_code", {
+            **verl_payload("import time\ntime.sleep(10)\n", run_timeout=2)}, token=None)))
+        sleeper.start()
+        assert wait_for(lambda: judge.health()["admitted"] == 1, 10)
+        time.sleep(0.3)
+        posted = time.monotonic()
+        status, headers, body = judge.request("POST", "/run_code", {**verl_payload("print(1)", run_timeout=1),
+                                                                    "compile_timeout": 0}, token=None)
+        waited = time.monotonic() - posted
+        assert status == 504 and headers.get("retry-after") == "1", body
+        assert_error_shape(body, 504, "(server)")
+        assert 1.5 <= waited < 1.5 + 1.0, waited  # by its deadline plus half the reply margin, not at ~4.5 s
+        sleeper.join(30)
+        # The sleeper had its run_timeout of wall time: a real timeout, SandboxFusion's verdict too.
+        assert first[0][0] == 200 and first[0][2]["run_result"]["status"] == "TimeLimitExceeded"
+    finally:
+        assert judge.stop() == 0
+
+
+@pytest.mark.parametrize("status, cpu_s, wall_s, signum, waited", [
+    ("time_limit_exceeded", 0.0, 0.0, None, True),       # its deadline passed before it got a worker
+    ("time_limit_exceeded", 0.2, 0.3, 9, True),          # started late, cut by the deadline at 0.3 s
+    ("time_limit_exceeded", 1.0, 1.02, 9, False),        # used its CPU time
+    ("time_limit_exceeded", 0.97, 0.99, 27, False),      # the CPU timer (SIGPROF) reads a little under
+    ("time_limit_exceeded", 0.01, 4.0, 9, False),        # slept through its whole backstop
+    ("time_limit_exceeded", 0.01, 1.5, 9, False),        # slept past run_timeout: SandboxFusion's timeout too
+    ("ok", 0.01, 0.05, None, False),
+    ("runtime_error", 0.01, 0.05, None, False),
+])
+def test_waited_out_tells_the_queue_from_the_program(status, cpu_s, wall_s, signum, waited):
+    from microcoder.evaluator.sandbox import ProgramRun
+    from microcoder.service.app import waited_out
+
+    assert waited_out(ProgramRun(status, cpu_s=cpu_s, wall_s=wall_s, signal=signum), 1.0) is waited
 
 
 def test_a_kept_alive_round_trip_takes_well_under_10_ms(server):
@@ -600,17 +785,20 @@ def test_shutdown_answers_json_503_and_exits_within_the_grace(tmp_path):
     assert wait_for(lambda: judge.health()["admitted"] == 2, 10)  # the loop runs, the sleeper waits for it
     judge.process.send_signal(signal.SIGTERM)
     stopped = time.monotonic()
+    exited: list[float] = []
+    waiter = threading.Thread(target=lambda: (judge.process.wait(10), exited.append(time.monotonic())))
+    waiter.start()
     time.sleep(0.3)
     # A new connection during the grace: our 503, not a refused connection.
     status, headers, body = judge.request("POST", "/run_code", verl_payload("print(1)"), token=None)
     assert status == 503 and headers.get("retry-after") == "1" and body["detail"] == "the server is shutting down"
-    assert judge.process.wait(10) == 0
-    # The grace plus one second, as the server measures it from the signal to its workers
-    # closed; the wall time seen from here adds the interpreter's exit and this process's
-    # own scheduling, which a loaded machine stretches, so it only guards against a hang.
+    waiter.join(10)
+    assert judge.process.returncode == 0
+    # The grace plus one second, from the signal to the process's end as this test sees it
+    # (the server's own "stopped" line comes before the interpreter's teardown).
     reported = re.search(r"stopped ([\d.]+) s after the signal", judge.process.stdout.read())
     assert reported and float(reported.group(1)) < 2 + 1, reported
-    assert time.monotonic() - stopped < 2 + 6
+    assert exited and exited[0] - stopped < 2 + 1, exited[0] - stopped
     for thread in threads:
         thread.join(10)
     by_code = {code: (status, content_type, json.loads(body)) for code, status, content_type, body in answers}
@@ -621,3 +809,69 @@ def test_shutdown_answers_json_503_and_exits_within_the_grace(tmp_path):
     log = judge.stderr.read()
     assert "Traceback" not in log and "Error" not in log, log
     judge.stop()
+
+
+def partial_upload(server: Server, sent: bytes = b'{"code": "print(1)", ', declared: int = 1000) -> socket.socket:
+    """A connection that sent its headers and the start of a `declared`-byte body, then stalls."""
+    client = socket.create_connection((server.host, server.port), timeout=30)
+    client.sendall(b"POST /run_code HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: " + str(declared).encode() + b"\r\n\r\n" + sent)
+    return client
+
+
+def read_answer(client: socket.socket) -> tuple[int, dict]:
+    """(status, JSON body) of a raw HTTP/1.1 answer on `client`."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = client.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))
+    while len(rest) < length:
+        chunk = client.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return int(head.split()[1]), json.loads(rest[:length])
+
+
+def test_stalled_uploads_are_answered_408_and_free_their_slots(tmp_path):
+    # --queue-limit 2: 66 requests in progress at most. 70 clients that send half a body and
+    # stall would hold every slot (and everyone else at 503) for as long as they like.
+    judge = Server(tmp_path, "--workers", "1", "--queue-limit", "2", "--upload-timeout", "1")
+    stalled: list[socket.socket] = []
+    try:
+        started = time.monotonic()
+        stalled = [partial_upload(judge) for _ in range(70)]
+        status, body = read_answer(stalled[0])
+        assert status == 408 and body["field"] == "(body)" and "did not arrive within 1 s" in body["detail"], body
+        assert time.monotonic() - started < 1 + 3
+        assert wait_for(lambda: judge.request("POST", "/run_code", verl_payload("print(7)"), token=None)[0] == 200, 5)
+        # 66 held a slot until their deadline; the ones past the bound were refused at once.
+        statuses = Counter(read_answer(client)[0] for client in stalled[1:])
+        assert set(statuses) <= {408, 503} and statuses[408] >= 65 - 1, statuses
+    finally:
+        for client in stalled:
+            client.close()
+        assert judge.stop() == 0
+
+
+def test_a_client_gone_mid_upload_is_one_line_in_the_log(tmp_path):
+    judge = Server(tmp_path, "--workers", "1")
+    try:
+        for _ in range(20):
+            client = partial_upload(judge)
+            time.sleep(0.05)
+            client.close()
+        assert wait_for(lambda: judge.health()["status"] == "ok" and judge.health()["admitted"] == 0, 5)
+        status, _, body = judge.request("POST", "/run_code", verl_payload("print(8)"), token=None)
+        assert status == 200 and body["run_result"]["stdout"] == "8\n"
+    finally:
+        assert judge.stop() == 0
+    log = Path(judge.stderr.name).read_text()
+    assert "Traceback" not in log, log[:3000]
+    gone = [line for line in log.splitlines() if "disconnected during the upload of POST /run_code" in line]
+    assert len(gone) == 20, log[:3000]
+    assert len(log.splitlines()) <= 20 + 2, log[:3000]  # nothing else but those lines (and uvicorn's own)

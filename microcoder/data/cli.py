@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -21,18 +22,15 @@ def convert(
 ) -> None:
     """Convert a public problem set into the canonical format (docs/formats.md)."""
     from microcoder.data.loaders import load_problems
-    from microcoder.problems import write_problems
 
     try:
         problems, rejected = load_problems(input, format=format, workers=workers)
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
-    write_problems(out, problems)
     if rejects is not None:
-        with open(rejects, "w", encoding="utf-8") as handle:
-            for reject in rejected:
-                handle.write(reject.to_json() + "\n")
+        _write_atomically(rejects, (reject.to_json() for reject in rejected))
+    _write_atomically(out, (problem.model_dump_json(exclude_defaults=False) for problem in problems))
     by_reason = Counter(reject.reason for reject in rejected)
     shown: Counter[str] = Counter()
     for reject in rejected:
@@ -47,6 +45,21 @@ def convert(
         typer.echo(f"  rejected {count:5d}  {reason}")
     for reason, count in dropped.most_common():
         typer.echo(f"  dropped tests {count:5d}  {reason}")
+
+
+def _write_atomically(path: Path, lines) -> None:
+    """Write `lines` to `path` whole or not at all: a conversion cut short (an error, a
+    signal) leaves the previous file as it was, never half of a new one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------- the pipeline

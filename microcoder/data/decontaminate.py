@@ -26,9 +26,11 @@ from microcoder.data.stages import Removal, StageContext, StageOutput
 from microcoder.problems import Problem
 
 
-def ngrams(text: str, n: int) -> set[str]:
+def ngrams(text: str, n: int) -> dict[str, None]:
+    """The statement's distinct word n-grams, in the order they first appear (a dict as an
+    ordered set: what is reported about a match must not depend on the hash seed)."""
     tokens = normalise_statement(text).split()
-    return {" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+    return dict.fromkeys(" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
 class ContaminationIndex:
@@ -65,7 +67,7 @@ class ContaminationIndex:
                     shared[index] += 1
                     example.setdefault(index, gram)
             best, best_overlap = None, 0.0
-            for index, count in shared.items():
+            for index, count in sorted(shared.items()):  # a tie goes to the first evaluation problem
                 overlap = count / max(1, min(len(grams), self.sizes[index]))
                 if overlap > best_overlap:
                     best, best_overlap = index, overlap

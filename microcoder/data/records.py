@@ -7,7 +7,10 @@
 from __future__ import annotations
 
 import gzip
+import io
+import itertools
 import json
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.data.formats import FORMATS
-from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl
+from microcoder.problems import Problem, ProblemFormatError, TestCase
 
 
 @dataclass
@@ -85,28 +88,67 @@ class Row:
 
 def read_records(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     """Yield (1-based row, record, None) or (row, None, error) for a .json list or a
-    .jsonl(.gz) file. A JSON list that does not parse is one error at row 0."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        head = ""
-        while not head.strip() and (chunk := handle.read(4096)):
-            head += chunk
-        if head.lstrip().startswith("["):
-            text = head + handle.read()
-            try:
-                records = json.loads(text)
-            except json.JSONDecodeError as error:
-                yield 0, None, f"file is not valid JSON: {error.msg} at line {error.lineno}"
+    .jsonl(.gz) file.
+
+    A damaged JSONL file loses only what cannot be read: a line that is not UTF-8 or not
+    JSON is an error at its row, and a file that ends early (a truncated .gz) is an error
+    at the row after its last complete line; every line before is yielded. A JSON list is
+    one value, so a list that cannot be read is one error at row 0."""
+    gzipped = path.name.endswith(".gz")
+    opener = gzip.open if gzipped else open
+    where = "of the uncompressed data" if gzipped else "of the file"
+    row, offset = 0, 0
+    with opener(path, "rb") as handle:
+        try:
+            head = b""
+            while not head.strip() and (chunk := handle.read(4096)):
+                head += chunk
+            if head.lstrip().startswith(b"["):
+                yield from _json_list(head + handle.read(), where)
                 return
-            for row, record in enumerate(records, start=1):
-                yield row, record, None
-            return
-    errors: list[ProblemFormatError] = []
-    for row, record in iter_jsonl(path, on_error=errors.append):
-        yield from ((error.row, None, f"line is not JSON: {error.message}") for error in errors)
-        errors.clear()
+            lines = io.BytesIO(head).readlines()
+            if lines and not lines[-1].endswith(b"\n"):  # the head ends mid-line: finish that line
+                lines[-1] += handle.readline()
+            for line in itertools.chain(lines, handle):
+                row += 1
+                if line.strip():  # blank lines are no rows' business
+                    yield _json_line(row, line, offset, where)
+                offset += len(line)
+        except (EOFError, OSError, zlib.error) as error:  # a truncated or corrupt .gz
+            yield row + 1, None, (f"the file cannot be read past line {row} ({offset} bytes {where}): "
+                                  f"{type(error).__name__}: {error}")
+
+
+def _json_line(row: int, line: bytes, offset: int, where: str) -> tuple[int, Any, str | None]:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return row, None, (f"line is not UTF-8: byte 0x{line[error.start]:02x} at byte {error.start} of the line "
+                           f"(byte {offset + error.start} {where})")
+    try:
+        return row, json.loads(text.removeprefix("\ufeff")), None  # a byte-order mark is no part of the row
+    except json.JSONDecodeError as error:
+        return row, None, f"line is not JSON: {error.msg} at column {error.colno}"
+    except RecursionError:
+        return row, None, "line is not JSON this reader can hold: nested too deeply"
+
+
+def _json_list(data: bytes, where: str) -> Iterator[tuple[int, Any, str | None]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        yield 0, None, f"file is not UTF-8: byte 0x{data[error.start]:02x} at byte {error.start} {where}"
+        return
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as error:
+        yield 0, None, f"file is not valid JSON: {error.msg} at line {error.lineno}"
+        return
+    except RecursionError:
+        yield 0, None, "file is not JSON this reader can hold: nested too deeply"
+        return
+    for row, record in enumerate(records, start=1):
         yield row, record, None
-    yield from ((error.row, None, f"line is not JSON: {error.message}") for error in errors)
 
 
 def base_metadata(item: Row, source: str, original_id: Any) -> dict[str, Any]:

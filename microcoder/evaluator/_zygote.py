@@ -37,6 +37,7 @@ import ctypes
 import json
 import marshal
 import math
+import operator
 import os
 import resource
 import select
@@ -555,6 +556,14 @@ def is_loaded_import(node):
 _program = (None, None)  # (source, compiled_program's answer) of the latest program only
 
 
+def non_utf8_source(source, position):
+    """CPython's error for a program file that is not UTF-8 and declares no encoding (a
+    str with a lone surrogate, which the sandbox sends as its surrogatepass bytes)."""
+    line = source.count(b"\n", 0, position) + 1
+    return (f"SyntaxError: Non-UTF-8 code starting with '\\x{source[position]:02x}' in file {PROGRAM_NAME} "
+            f"on line {line}, but no encoding declared; see https://peps.python.org/pep-0263/ for details\n").encode()
+
+
 def compiled_program(source, request, uid):
     """(code, what compiling printed, syntax error text) for a program, compiled once for
     all the tests of a sample (they arrive one after another) so that every test's child
@@ -709,6 +718,11 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
             traceback.print_exc(limit=0)
             finish(1)
     os.close(STATUS_FD)  # before any of the candidate's code runs
+    # In `python3 solution.py` the program's module is the stack's first frame; here our
+    # frames lie below it. The limit counts them too, so it is raised by their number and
+    # the program reads and sets it net of them: it gets CPython's depth (what recurses
+    # 999 deep there does here; "[Previous line repeated 996 more times]") and its value.
+    hide_frames_from_recursion_limit(stack_depth())
     status, interrupted = 0, False
     try:
         exec(code, namespace)
@@ -721,6 +735,31 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
         status, interrupted = 1, isinstance(error, KeyboardInterrupt)
         del error
     finish(status, namespace, first_own_name, interrupted)
+
+
+def hide_frames_from_recursion_limit(frames):
+    get_limit, set_limit = sys.getrecursionlimit, sys.setrecursionlimit
+
+    def getrecursionlimit():
+        return get_limit() - frames
+
+    def setrecursionlimit(limit, /):
+        limit = operator.index(limit)  # CPython's TypeError for a non-integer
+        if limit < 1:
+            raise ValueError("recursion limit must be greater or equal than 1")
+        set_limit(limit + frames)
+
+    getrecursionlimit.__doc__, setrecursionlimit.__doc__ = get_limit.__doc__, set_limit.__doc__
+    set_limit(get_limit() + frames)
+    sys.getrecursionlimit, sys.setrecursionlimit = getrecursionlimit, setrecursionlimit
+
+
+def stack_depth():
+    """The number of Python frames on the stack, the caller's included."""
+    depth, frame = 0, sys._getframe(1)
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    return depth
 
 
 def call_entry_point(namespace, request):
@@ -956,7 +995,10 @@ NO_EXIT_STATUS = {"exit_code": 1, "signal": None, "cpu_s": 0.0, "wall_s": 0.0, "
 
 def run(request, blobs, config):
     source, stdin = blobs
-    source = source.decode("utf-8", "replace")
+    try:
+        source = source.decode("utf-8")
+    except UnicodeDecodeError as error:  # what CPython's file reader says, exit status 1
+        return dict(NO_EXIT_STATUS, status="S"), [b"", non_utf8_source(source, error.start), b""]
     code, notes, syntax_error = compiled_program(source, request, config["uid"])
     if syntax_error is not None:  # nothing to run: reply as the child would have
         return dict(NO_EXIT_STATUS, status="S"), [b"", notes + syntax_error, b""]

@@ -870,7 +870,9 @@ class Sandbox:
             "output_bytes": output_bytes,
             "max_processes": self.config.max_processes,
         }
-        stdin_bytes = stdin.encode() if isinstance(stdin, str) else stdin
+        # A lone surrogate (from JSON's "\ud800") goes as its surrogatepass bytes, which the
+        # program reads as undecodable input, instead of failing the caller's whole batch.
+        stdin_bytes = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else stdin
         worker = self._take_idle()
         try:
             if worker is None or not worker.alive:

@@ -41,6 +41,10 @@ class ServeConfig:
     """Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl 0.9.1's
     client: 10). A request is answered within compile_timeout + run_timeout +
     client_grace_s - 1 s of its arrival, queue wait included (docs/serve.md, "Deadlines")."""
+    upload_timeout_s: float = 10.0
+    """Seconds a request's headers may take to arrive from their first byte, and its body
+    once its headers have; slower is answered 408 and the connection closed (a stalled
+    client must not hold a slot or a connection)."""
     shutdown_grace_s: float = 5.0
     """After SIGTERM or SIGINT: how long requests in progress may take to finish (new ones
     get 503) before they are answered 503 and the workers killed."""
@@ -51,9 +55,13 @@ class ServeConfig:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0-65535, got {self.port}")
         for name in ("queue_limit", "max_body_mb", "time_limit_s", "memory_limit_mb", "max_run_timeout_s",
-                     "client_grace_s", "shutdown_grace_s"):
+                     "client_grace_s", "upload_timeout_s", "shutdown_grace_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.client_grace_s <= 1.0:
+            # The answer leaves 1 s before the client's budget ends (app.REPLY_MARGIN_S); with
+            # no more grace than that, a run could not have its run_timeout before the deadline.
+            raise ValueError(f"client_grace_s must be more than 1 s, got {self.client_grace_s}")
         if self.workers < 0:
             raise ValueError(f"workers must be 0 (one per core) or more, got {self.workers}")
         if self.token is not None and not self.token.strip():
