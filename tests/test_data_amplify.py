@@ -261,3 +261,12 @@ def test_a_sample_answer_other_than_the_stored_one_means_several_answers():
     # A short input shown by chance ("4" is in any statement) decides nothing.
     short = problem.model_copy(update={"tests": [TestCase(input="4\n", output="9\n")]})
     assert sample_output_disagrees(short) is None
+
+
+def test_linked_list_lines_bound_the_one_list_argument():
+    statement = ("Constraints:\nThe number of nodes in the list is in the range [0, 300].\n-100 <= Node.val <= 100\n"
+                 "The list is guaranteed to be sorted in ascending order.")
+    bounds, _ = parse_constraints(statement, ["head"])
+    assert numeric_range(bounds, "len(head)") == (0, 300) and numeric_range(bounds, "item(head)") == (-100, 100)
+    assert parse_constraints(statement, ["head", "k"])[0] == []  # two arguments: which list is meant is unknown
+    assert promises(statement) == []  # sortedness is kept by the stored inputs' domain, not a promise

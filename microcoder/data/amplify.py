@@ -176,9 +176,15 @@ _PROMISE = re.compile(r"[^.\n]*\b(?:guaranteed|generated such that|it is given t
                       re.IGNORECASE)
 
 
+_COVERED = re.compile(r"\b(?:sorted|ascending|descending|non-decreasing|non-increasing|unique|distinct)\b",
+                      re.IGNORECASE)
+
+
 def promises(statement: str) -> list[str]:
-    """Sentences of the statement that promise something of the input no bound states."""
-    return [match.group(0).strip() for match in _PROMISE.finditer(statement)][:5]
+    """Sentences of the statement that promise something of the input no bound states (a
+    promise of order or distinctness is not one: the stored inputs' domains keep it)."""
+    return [match.group(0).strip() for match in _PROMISE.finditer(statement)
+            if not _COVERED.search(match.group(0))][:5]
 
 
 def _widen(domain: Domain, low: float | None, high: float | None) -> None:

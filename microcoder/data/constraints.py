@@ -223,7 +223,7 @@ def infer_relations(inputs: list[list[Value]], names: list[str]) -> list[Relatio
                     continue
             if right.startswith("max("):
                 continue
-            if len(inputs) < 3 and not left.startswith("len(") and not right.startswith("len("):
+            if len(inputs) < 3 and (left.startswith("max(") or not (left.startswith("len(") or right.startswith("len("))):
                 continue  # two examples order two numbers by chance half the time
             if all(a < b for a, b in pairs):
                 relations.append(Relation(left, "<", right))
@@ -405,10 +405,34 @@ def parse_constraints(statement: str, names: list[str]) -> tuple[list[Bound], di
     facts: dict[str, dict[str, Any]] = {"alphabet": {}, "distinct": {}, "sorted": {}}
     for line in lines:
         _read_facts(line, names, facts)
-        for bound in _chain_bounds(line, names, aliases):
+        for bound in _chain_bounds(line, names, aliases) + _node_bounds(line, names):
             if bound not in bounds:
                 bounds.append(bound)
     return bounds, facts
+
+
+_NODES = re.compile(r"number of nodes in the (?:linked )?list\s+is\s+in\s+the\s+range\s*\[\s*([^,\]]+),\s*([^\]]+)\]",
+                    re.IGNORECASE)
+_NODE_VALUE = re.compile(r"^([^<>=]+?)\s*<=\s*Node\.val\s*<=\s*([^<>=]+)$")
+
+
+def _node_bounds(line: str, names: list[str]) -> list[Bound]:
+    """LeetCode's linked-list lines, for a problem of one list argument (given as a JSON
+    list): "The number of nodes in the list is in the range [0, 300]" bounds its length,
+    "-100 <= Node.val <= 100" its items. Trees are left alone: a level-order list with
+    nulls is no plain list."""
+    if len(names) != 1:
+        return []
+    name = names[0]
+    if (match := _NODES.search(line)) is not None:
+        low, high = _number(match.group(1)), _number(match.group(2))
+        return [Bound(f"len({name})", low, None, line), Bound(f"len({name})", None, high, line)] \
+            if low is not None and high is not None else []
+    if (match := _NODE_VALUE.match(line)) is not None:
+        low, high = _number(match.group(1)), _number(match.group(2))
+        return [Bound(f"item({name})", low, None, line), Bound(f"item({name})", None, high, line)] \
+            if low is not None and high is not None else []
+    return []
 
 
 def _alphabet(line: str) -> str:
