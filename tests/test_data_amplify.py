@@ -270,3 +270,14 @@ def test_linked_list_lines_bound_the_one_list_argument():
     assert numeric_range(bounds, "len(head)") == (0, 300) and numeric_range(bounds, "item(head)") == (-100, 100)
     assert parse_constraints(statement, ["head", "k"])[0] == []  # two arguments: which list is meant is unknown
     assert promises(statement) == []  # sortedness is kept by the stored inputs' domain, not a promise
+
+
+def test_strings_of_one_shape_keep_it():
+    dates = infer_domain(["2019-06-29", "2020-01-15", "1971-12-31"])
+    assert dates.template[4] == "-" and dates.template[0] == "12" and dates.template[5] == "01"
+    from microcoder.data.amplify import draw
+    import random
+    drawn = [draw(dates, random.Random(seed)) for seed in range(20)]
+    assert all(len(value) == 10 and value[4] == value[7] == "-" and value[0] in "12" for value in drawn)
+    assert infer_domain(["abc", "xyz"]).template is None  # no separator: letters drawn freely
+    assert infer_domain(["a-b", "ab-"]).template is None  # separators move: no shape

@@ -285,7 +285,7 @@ loop, a missed duplicate, are only seen on repeats."""
 
 
 def _near_repeat(value: Any, item: Domain, rng: random.Random) -> Any:
-    if item.kind == "int":
+    if item.kind == "int" or item.template is not None:
         return value
     keep = rng.randint(0, len(value))
     extra = _length(item, rng, 0.0) - keep
@@ -299,6 +299,8 @@ def draw(domain: Domain, rng: random.Random, scale: float = 0.0) -> Any:
     if domain.kind == "bool":
         return rng.random() < 0.5
     if domain.kind == "str":
+        if domain.template is not None:
+            return "".join(rng.choice(chars) for chars in domain.template)
         length = _length(domain, rng, scale)
         if domain.palindrome:
             half = [rng.choice(domain.alphabet) for _ in range((length + 1) // 2)]

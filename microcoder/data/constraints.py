@@ -97,6 +97,9 @@ class Domain:
     rectangular: bool = False
     """A list of lists whose rows always have one length."""
     palindrome: bool = False
+    template: list[str] | None = None
+    """Strings of one shape ("2019-06-29", "?1:4?"): the characters seen at each position.
+    Strings are then drawn position by position, keeping separators where they were."""
     seen: list[Value] = field(default_factory=list)
     """Stored values, for 'fixed' and for mutating."""
 
@@ -113,6 +116,20 @@ def _kind(value: Value) -> str:
     if isinstance(value, list):
         return "list"
     return "other"
+
+
+def _template(values: list[str]) -> list[str] | None:
+    """Per position, the characters seen there, when every value has one length and a
+    character other than a letter or digit somewhere, always at the same place (a date, a
+    time, a masked time): the shape carries meaning a free draw would break. Else None."""
+    if len(values) < 2 or len({len(value) for value in values}) != 1 or not values[0]:
+        return None
+    separators = {(index, char) for value in values for index, char in enumerate(value) if not char.isalnum()}
+    if not separators or len({index for index, _ in separators}) != len(separators):
+        return None
+    if any(value[index] != char for value in values for index, char in separators):
+        return None
+    return ["".join(sorted({value[index] for value in values})) for index in range(len(values[0]))]
 
 
 def infer_domain(values: list[Value]) -> Domain:
@@ -132,7 +149,7 @@ def infer_domain(values: list[Value]) -> Domain:
         alphabet = "".join(sorted(set("".join(values)))) or "a"
         palindrome = any(len(v) >= 2 for v in values) and all(value == value[::-1] for value in values)
         return Domain("str", length_low=min(lengths), length_high=max(lengths), alphabet=alphabet,
-                      palindrome=palindrome, seen=values)
+                      palindrome=palindrome, seen=values, template=_template(values))
     if kind == "list":
         lengths = [len(value) for value in values]
         items = [item for value in values for item in value]
