@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 # Imports LeetCode and LiveCodeBench make available to call-style solutions; used as the
 # prelude of a `call` problem that names none. Solutions routinely use `List`, `deque`,
@@ -52,6 +52,17 @@ class TestCase(BaseModel):
     generated: bool = False
     """Made by the data pipeline's amplify stage: an input generated from the stored ones,
     answered by the reference solution (docs/data_pipeline.md)."""
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_marks(self, handler):
+        # `shown` and `generated` only where true: a problem without marks keeps its bytes,
+        # and with them its digest (verl references) and its step-0 cache key.
+        data = handler(self)
+        if isinstance(data, dict):
+            for mark in ("shown", "generated"):
+                if data.get(mark) is False:
+                    del data[mark]
+        return data
 
 
 class Checker(BaseModel):

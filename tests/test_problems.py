@@ -51,3 +51,14 @@ def test_round_trip(tmp_path):
     out = tmp_path / "out.jsonl"
     assert write_problems(out, problems) == 2
     assert read_problems(out) == problems
+
+
+def test_unmarked_tests_keep_their_bytes():
+    # A problem with no shown or generated test serializes as before those marks existed, so
+    # its digest (verl's references) and its step-0 cache key do not move.
+    from microcoder.problems import TestCase
+
+    assert TestCase(input="1", output="2").model_dump_json() == '{"input":"1","output":"2"}'
+    marked = TestCase(input="1", output="2", shown=True, generated=False)
+    assert marked.model_dump() == {"input": "1", "output": "2", "shown": True}
+    assert TestCase.model_validate_json(marked.model_dump_json()) == marked

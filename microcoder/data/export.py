@@ -48,12 +48,15 @@ def arrow_schema():
 def problem_to_parquet_row(problem: Problem) -> dict[str, Any]:
     row = problem.model_dump()
     row["metadata"] = json.dumps(row["metadata"], ensure_ascii=False, default=str)
+    row["tests"] = [{"shown": False, "generated": False, **test} for test in row["tests"]]  # a fixed schema
     return row
 
 
 def parquet_row_to_problem(row: dict[str, Any]) -> Problem:
     row = dict(row)
     row["metadata"] = json.loads(row["metadata"]) if isinstance(row["metadata"], str) else row["metadata"]
+    if isinstance(row.get("checker"), dict):  # a struct field the row's problem left at its default reads as null
+        row["checker"] = {key: value for key, value in row["checker"].items() if value is not None}
     return Problem.model_validate(row)
 
 
