@@ -73,7 +73,10 @@ class Checker(BaseModel):
     on: [0] for "return the indices in any order", [0, 1] for "the triplets, and the
     numbers in each, in any order", [1] for "each group sorted any way, groups in order"."""
     python: str | None = None
-    """Source defining `check(input: str, expected: str, got: str) -> bool`; runs sandboxed."""
+    """Source defining `check(input: str, expected: str, got: str) -> bool`; runs sandboxed,
+    in robust mode, instead of every other rule here. `stdin`: the test's input and
+    expected output and the program's stdout. `call`: the test's input (one JSON argument
+    a line), its expected output (JSON) and the JSON of the returned value."""
 
 
 class Problem(BaseModel):

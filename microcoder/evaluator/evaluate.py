@@ -434,6 +434,8 @@ class Evaluator:
         """(accepted, reason). Raises ValueError only for what is wrong with the problem:
         whatever the candidate's output does to the comparison is its own failure (a
         judge_error is left out of pass@k and masked in training)."""
+        checker = problem.checker
+        own_checker = checker is not None and checker.python and self.config.mode == "robust"
         if problem.kind == "call":
             if run.return_json is None:
                 return False, run.detail or "no return value"
@@ -441,13 +443,14 @@ class Evaluator:
                 got = json.loads(run.return_json)
             except (ValueError, RecursionError) as error:
                 return False, f"the return value did not come back as JSON: {str(error)[:200]}"
+            if own_checker:  # it reads the arguments' lines, the expected JSON and the returned JSON
+                return self._run_checker(checker.python, test, run.return_json)
             try:
                 return judge_call(test.output, got, self.config.mode, problem.checker)
             except RecursionError:
                 return False, "the return value is nested too deeply to compare"
         got = run.stdout.decode("utf-8", "replace")
-        checker = problem.checker
-        if checker is not None and checker.python and self.config.mode == "robust":
+        if own_checker:
             return self._run_checker(checker.python, test, got)
         return judge_stdout(test.output, got, checker, self.config.mode)
 
