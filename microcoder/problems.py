@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 # Imports LeetCode and LiveCodeBench make available to call-style solutions; used as the
 # prelude of a `call` problem that names none. Solutions routinely use `List`, `deque`,
@@ -60,9 +60,14 @@ class Checker(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     float_tolerance: float | None = None
-    """Numeric tokens match when |got - expected| <= tol or <= tol * |expected|. In call
-    problems it also lets a returned float meet an expected int within tol (else only an
-    exactly equal float does)."""
+    """Numeric tokens match when |got - expected| <= tol or <= tol * |expected| (see
+    `float_tolerance_kind`). In call problems it also lets a returned float meet an expected
+    int within tol (else only an exactly equal float does)."""
+    float_tolerance_kind: Literal["either", "absolute", "relative"] = "either"
+    """Which error `float_tolerance` bounds: `either` (absolute or relative, Codeforces'
+    usual rule), `absolute` (|got - expected| <= tol only: "within an absolute error of
+    1e-2") or `relative` (|got - expected| <= tol * |expected| only). Left out of the JSON
+    when `either`, so problems without it keep their bytes (and digests)."""
     case_insensitive: bool = False
     """Tokens compare without regard to case ("you may print YES/yes in any case")."""
     unordered_lines: bool = False
@@ -77,6 +82,14 @@ class Checker(BaseModel):
     in robust mode, instead of every other rule here. `stdin`: the test's input and
     expected output and the program's stdout. `call`: the test's input (one JSON argument
     a line), its expected output (JSON) and the JSON of the returned value."""
+
+
+    @model_serializer(mode="wrap")
+    def _leave_out_the_default_kind(self, handler):
+        data = handler(self)
+        if isinstance(data, dict) and data.get("float_tolerance_kind") == "either":
+            del data["float_tolerance_kind"]
+        return data
 
 
 class Problem(BaseModel):

@@ -30,6 +30,9 @@ Decisions (each also where it is implemented):
   "007" is not "7". Arbitrary size, since it is text.
 - With `checker.float_tolerance` set, an expected integer also accepts a number within
   tolerance ("2.0000001" for "2"): statements that allow an error often print 2 for 2.0.
+  The tolerance bounds the absolute or the relative error, or only the one
+  `checker.float_tolerance_kind` names ("an absolute error of 1e-2" is not met by 1e8 + 0.5
+  for 1e8, whose relative error is 5e-9).
 - Numbers are compared as Python floats (IEEE doubles), so a decimal with more than about
   15 significant digits is rounded first; the tolerance decides, not the last digits. An
   expected number that overflows a double ("1e400") is compared as text.
@@ -182,10 +185,16 @@ def _shown(value: object) -> str:
     return shown if len(shown) <= MAX_SHOWN_CHARS else shown[: MAX_SHOWN_CHARS - 3] + "..."
 
 
-def _within_tolerance(expected: float, got: float, tolerance: float) -> bool:
-    """|got - expected| <= tolerance, or <= tolerance * |expected|. Both must be finite."""
+def _within_tolerance(expected: float, got: float, tolerance: float, kind: str = "either") -> bool:
+    """|got - expected| <= tolerance (`absolute`), <= tolerance * |expected| (`relative`), or
+    either (`either`). Both must be finite."""
     difference = abs(got - expected)
-    return difference <= tolerance or difference <= tolerance * abs(expected)
+    absolute, relative = difference <= tolerance, difference <= tolerance * abs(expected)
+    return {"either": absolute or relative, "absolute": absolute, "relative": relative}[kind]
+
+
+def _tolerance_name(tolerance: float, kind: str) -> str:
+    return f"{tolerance:g}" if kind == "either" else f"{tolerance:g} ({kind})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -223,11 +232,12 @@ def _token_difference(expected: str, got: str, checker: Checker, tolerance: floa
         got_value = _finite_number(got)
         if got_value is None:
             return f"expected number {_shown(expected)}, got {_shown(got)}"
-        if _within_tolerance(expected_value, got_value, tolerance):
+        kind = checker.float_tolerance_kind if checker.float_tolerance is not None else "either"
+        if _within_tolerance(expected_value, got_value, tolerance, kind):
             return None
         return (
             f"expected {_shown(expected)}, got {_shown(got)} "
-            f"(difference {abs(got_value - expected_value):.3g} exceeds tolerance {tolerance:g})"
+            f"(difference {abs(got_value - expected_value):.3g} exceeds tolerance {_tolerance_name(tolerance, kind)})"
         )
     # Not a number (or one that overflows a double): compare as text.
     if checker.case_insensitive and expected.casefold() == got.casefold():
@@ -409,12 +419,14 @@ class _CallRules:
     float_for_int: bool
     """Whether a float may stand for an expected int (within float_tolerance)."""
     unordered_levels: frozenset[int]
+    tolerance_kind: str = "either"
+    """Which error the tolerance bounds (`Checker.float_tolerance_kind`)."""
 
     @classmethod
     def of(cls, checker: Checker) -> _CallRules:
         if checker.float_tolerance is None:
             return cls(CALL_FLOAT_TOLERANCE, False, frozenset(checker.unordered_levels))
-        return cls(_stdout_tolerance(checker), True, frozenset(checker.unordered_levels))
+        return cls(_stdout_tolerance(checker), True, frozenset(checker.unordered_levels), checker.float_tolerance_kind)
 
 
 def _from_wire(value: object) -> object:
@@ -469,9 +481,9 @@ def _numbers_difference(expected: int | float, got: int | float, rules: _CallRul
         return None if math.isnan(expected_float) and math.isnan(got_float) else "differs"
     if math.isinf(expected_float) or math.isinf(got_float):
         return None if expected_float == got_float else "differs"
-    if _within_tolerance(expected_float, got_float, rules.float_tolerance):
+    if _within_tolerance(expected_float, got_float, rules.float_tolerance, rules.tolerance_kind):
         return None
-    return f"differs by more than {rules.float_tolerance:g}"
+    return f"differs by more than {_tolerance_name(rules.float_tolerance, rules.tolerance_kind)}"
 
 
 def _first_value_difference(expected: object, got: object, path: str, level: int, rules: _CallRules) -> str | None:
