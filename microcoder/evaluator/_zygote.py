@@ -48,6 +48,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -P left our folder off the path
 from _wire import read_message, write_all, write_message  # noqa: E402
+import _livecodebench  # noqa: E402 - strict runs' harness
 
 del sys.path[0]
 
@@ -650,7 +651,7 @@ def read_within(fd, cap, seconds):
     return None
 
 
-def child_main(request, program, compile_notes, prelude, fds, limits, uid):
+def child_main(request, program, compile_notes, prelude, fds, limits, uid, source=""):
     """Runs in the forked child; never returns. Everything that can be done once in the
     worker is (see `prepare_worker`): on these machines each page a child writes costs a
     copy-on-write fault, so the child does as little as it can.
@@ -662,7 +663,9 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
     program that wrote b"P" could turn its own failure into a judge error).
 
     `program` is the code object, or the source where the worker's helper could not
-    compile it; `prelude` is prepared_prelude()'s answer for call problems, else None."""
+    compile it; `prelude` is prepared_prelude()'s answer for call problems, else None.
+    A request with `harness: "livecodebench"` runs it as LiveCodeBench's grader does
+    (`_livecodebench`, which needs the `source` text)."""
     try:
         os.setsid()
         for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file, the status pipe
@@ -717,6 +720,14 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
             traceback.print_exc(limit=0)
             finish(1)
     os.close(STATUS_FD)  # before any of the candidate's code runs
+    if request.get("harness") == "livecodebench":
+        hide_frames_from_recursion_limit(stack_depth())
+        try:
+            if request["kind"] == "call":
+                _livecodebench.run_call(namespace, code, source, request["entry_point"], request["arguments"], RESULT_FD)
+            _livecodebench.run_stdio(source, 1)
+        finally:  # they exit; nothing of theirs may return into the worker's code
+            os._exit(1)
     # In `python3 solution.py` the program's module is the stack's first frame; here our
     # frames lie below it. The limit counts them too, so it is raised by their number and
     # the program reads and sets it net of them: it gets CPython's depth (what recurses
@@ -1114,7 +1125,7 @@ def run(request, blobs, config):
             return dict(NO_EXIT_STATUS, exit_code=None, wall_timeout=True, status=""), [b"", b"", b""]
         pid = os.fork()
         if pid == 0:
-            child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid)
+            child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid, source)
         status, rusage, wall_timeout = wait_with_backstop(pid, request, started)
         wall = time.monotonic() - started
         gc.unfreeze()

@@ -55,9 +55,10 @@ Decisions (each also where it is implemented):
 - A list may be declared unordered (`checker.unordered_levels`): at those nesting levels
   the lists compare as multisets (see `_unordered_list_difference`).
 - Strict call mode compares with Python == as LiveCodeBench does: True == 1, 2.0 == 2,
-  0.1 + 0.2 != 0.3, {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a list, but the
-  sandbox sends every tuple as a list, so on the evaluator's path a nested tuple is a list
-  in strict mode too.
+  0.1 + 0.2 != 0.3, {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a
+  list: strict runs (the sandbox's `livecodebench` harness) send nested tuples and dicts
+  with keys other than str tagged (TUPLE_TAG, DICT_TAG), so [(1, 2)] != [[1, 2]] and
+  {1: 2} != {"1": 2} here as there. Ints of up to 50,000 digits are read (its limit).
 """
 
 from __future__ import annotations
@@ -85,6 +86,15 @@ none (LeetCode's "answers within 10^-5 of the actual answer are accepted")."""
 SET_TAG = "\x00set"
 """How the sandbox worker (`_zygote.to_jsonable`) sends a returned set: {SET_TAG: [items]};
 a dict key starting with NUL is sent with one more NUL in front. Must equal its SET_TAG."""
+
+TUPLE_TAG = "\x00tuple"
+"""Strict runs (`_livecodebench.as_json`): a nested tuple, {TUPLE_TAG: [items]}."""
+
+DICT_TAG = "\x00dict"
+"""Strict runs: a dict with a key that is not a str, {DICT_TAG: [[key, value], ...]}."""
+
+LIVECODEBENCH_INT_DIGITS = 50_000
+"""LiveCodeBench's sys.set_int_max_str_digits: the longest int its JSON reading takes."""
 
 MAX_UNPAIRED_ITEMS_SEARCHED = 1000
 """In an unordered list, the most items left unpaired after sorting that are searched one
@@ -155,7 +165,7 @@ def judge_call(
     """
     _check_mode(mode)
     try:
-        expected = json.loads(expected_json)
+        expected = loads_like_livecodebench(expected_json) if mode == "strict" else json.loads(expected_json)
     except (json.JSONDecodeError, TypeError) as error:
         raise ValueError(f"expected output is not JSON: {error}: {_shown(expected_json)}") from None
     got = _from_wire(got)
@@ -429,16 +439,42 @@ class _CallRules:
         return cls(_stdout_tolerance(checker), True, frozenset(checker.unordered_levels), checker.float_tolerance_kind)
 
 
+def loads_like_livecodebench(text: str) -> object:
+    """json.loads, with ints of up to LIVECODEBENCH_INT_DIGITS digits (CPython's default
+    refuses more than 4300; LiveCodeBench raises the limit to 50,000)."""
+    return json.loads(text, parse_int=_long_int)
+
+
+def _long_int(digits: str) -> int:
+    if len(digits) <= 4000:
+        return int(digits)
+    if len(digits.lstrip("-")) > LIVECODEBENCH_INT_DIGITS:
+        raise ValueError(f"an int of more than {LIVECODEBENCH_INT_DIGITS} digits")
+    return int(Decimal(digits))  # Decimal -> int is not under the str-digits limit
+
+
 def _from_wire(value: object) -> object:
     """The return value with the sandbox's encoding undone: {SET_TAG: items} becomes a
-    frozenset, and a dict key's extra leading NUL is dropped (see `_zygote.to_jsonable`)."""
+    frozenset, and a dict key's extra leading NUL is dropped (see `_zygote.to_jsonable`);
+    strict runs' {TUPLE_TAG: items} a tuple, {DICT_TAG: pairs} a dict with those keys."""
     if type(value) is list:
         return [_from_wire(item) for item in value]
     if type(value) is dict:
         if len(value) == 1 and SET_TAG in value and type(value[SET_TAG]) is list:
             return _as_set([_from_wire(item) for item in value[SET_TAG]])
+        if len(value) == 1 and TUPLE_TAG in value and type(value[TUPLE_TAG]) is list:
+            return tuple(_from_wire(item) for item in value[TUPLE_TAG])
+        if len(value) == 1 and DICT_TAG in value and type(value[DICT_TAG]) is list:
+            try:
+                return {_hashable(_from_wire(key)): _from_wire(item) for key, item in value[DICT_TAG]}
+            except (TypeError, ValueError):
+                return repr(value)  # not pairs of a key and a value: never equal to an expected value
         return {(key[1:] if key.startswith("\x00") else key): _from_wire(item) for key, item in value.items()}
     return value
+
+
+def _hashable(item: object) -> object:
+    return tuple(_hashable(part) for part in item) if type(item) is list else item
 
 
 def _as_set(items: list[object]) -> frozenset:

@@ -848,6 +848,7 @@ class Sandbox:
         output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB,
         deadline: float | None = None,
         stop: RunStop | None = None,
+        harness: str | None = None,
     ) -> ProgramRun:
         """Run one program (`kind="stdin"`) or one call of its entry point (`kind="call"`,
         `arguments` one JSON value each) and say what happened.
@@ -855,11 +856,15 @@ class Sandbox:
         `deadline` (a `time.monotonic()` time): the run ends by then. Its wall-clock
         backstop is cut to what is left when it gets a worker; one that gets its worker
         after the deadline does not run. `stop`: lets another thread end it (RunStop).
-        Both make it `time_limit_exceeded`."""
+        Both make it `time_limit_exceeded`. `harness="livecodebench"`: run it as
+        LiveCodeBench's grader does (microcoder/evaluator/_livecodebench.py; strict mode):
+        stdout is what went through sys.stdout, a call's value keeps nested tuples."""
         if self._closed:
             raise RuntimeError("sandbox is closed")
         if kind not in ("stdin", "call"):
             raise ValueError(f"kind must be 'stdin' or 'call', got {kind!r}")
+        if harness not in (None, "livecodebench"):
+            raise ValueError(f"harness must be None or 'livecodebench', got {harness!r}")
         output_bytes = int(output_limit_mb * 1024 * 1024)
         request = {
             "op": "run",
@@ -873,6 +878,7 @@ class Sandbox:
             "memory_bytes": int(memory_limit_mb * 1024 * 1024),
             "output_bytes": output_bytes,
             "max_processes": self.config.max_processes,
+            "harness": harness,
         }
         # A lone surrogate (from JSON's "\ud800") goes as its surrogatepass bytes, which the
         # program reads as undecodable input, instead of failing the caller's whole batch.
