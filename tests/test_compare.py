@@ -575,3 +575,21 @@ def test_call_strings_and_null_are_exact():
 def test_call_unsupported_types_are_rejected_not_called():
     # A set is not JSON; it is rejected by type, never compared with ==.
     assert not call_accepted("[1, 2]", {1, 2})
+
+
+def test_strict_call_values_keep_nested_tuples_and_key_types_as_livecodebench_compares_them():
+    # What the sandbox's livecodebench harness sends: nested tuples and non-str keys tagged.
+    nested = [{compare.TUPLE_TAG: [1, 2]}]
+    assert judge_call("[[1, 2]]", nested, "strict")[0] is False  # [(1, 2)] != [[1, 2]]
+    assert judge_call("[[1, 2]]", nested, "robust")[0] is True   # the same answer, for us
+    int_keys = {compare.DICT_TAG: [[1, 2]]}
+    assert judge_call('{"1": 2}', int_keys, "strict")[0] is False
+    assert judge_call("1", True, "strict")[0] is True  # True == 1
+
+
+def test_strict_reads_ints_up_to_livecodebench_s_50000_digits():
+    digits = "7" * 6000
+    assert compare.loads_like_livecodebench(f"[{digits}]") == [int(compare.Decimal(digits))]
+    assert judge_call(digits, int(compare.Decimal(digits)), "strict")[0] is True
+    with pytest.raises(ValueError):
+        compare.loads_like_livecodebench("9" * 50_001)
