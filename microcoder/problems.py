@@ -71,9 +71,14 @@ class Checker(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     float_tolerance: float | None = None
-    """Numeric tokens match when |got - expected| <= tol or <= tol * |expected|. In call
-    problems it also lets a returned float meet an expected int within tol (else only an
-    exactly equal float does)."""
+    """Numeric tokens match when |got - expected| <= tol or <= tol * |expected| (see
+    `float_tolerance_kind`). In call problems it also lets a returned float meet an expected
+    int within tol (else only an exactly equal float does)."""
+    float_tolerance_kind: Literal["either", "absolute", "relative"] = "either"
+    """Which error `float_tolerance` bounds: `either` (absolute or relative, Codeforces'
+    usual rule), `absolute` (|got - expected| <= tol only: "within an absolute error of
+    1e-2") or `relative` (|got - expected| <= tol * |expected| only). Left out of the JSON
+    when `either`, so problems without it keep their bytes (and digests)."""
     case_insensitive: bool = False
     """Tokens compare without regard to case ("you may print YES/yes in any case")."""
     unordered_lines: bool = False
@@ -84,7 +89,18 @@ class Checker(BaseModel):
     on: [0] for "return the indices in any order", [0, 1] for "the triplets, and the
     numbers in each, in any order", [1] for "each group sorted any way, groups in order"."""
     python: str | None = None
-    """Source defining `check(input: str, expected: str, got: str) -> bool`; runs sandboxed."""
+    """Source defining `check(input: str, expected: str, got: str) -> bool`; runs sandboxed,
+    in robust mode, instead of every other rule here. `stdin`: the test's input and
+    expected output and the program's stdout. `call`: the test's input (one JSON argument
+    a line), its expected output (JSON) and the JSON of the returned value."""
+
+
+    @model_serializer(mode="wrap")
+    def _leave_out_the_default_kind(self, handler):
+        data = handler(self)
+        if isinstance(data, dict) and data.get("float_tolerance_kind") == "either":
+            del data["float_tolerance_kind"]
+        return data
 
 
 class Problem(BaseModel):

@@ -207,6 +207,36 @@ def test_overflowing_got_number_is_rejected():
     assert not accepted("1.5", "1e400")
 
 
+def test_an_absolute_only_tolerance_rejects_a_large_answer_off_by_more():
+    absolute = Checker(float_tolerance=1e-2, float_tolerance_kind="absolute")
+    # 100000000.5 for 100000000: relative error 5e-9, absolute 0.5 > 1e-2.
+    assert judge_stdout("100000000", "100000000.5", absolute)[0] is False
+    assert judge_stdout("100000000.000", "100000000.5", absolute)[0] is False
+    assert judge_stdout("100000000", "100000000.005", absolute)[0] is True
+    assert judge_call("100000000.0", 100000000.5, "robust", absolute)[0] is False
+    assert judge_call("100000000.0", 100000000.005, "robust", absolute)[0] is True
+    # The default kind, absolute or relative, accepts it on its relative error.
+    assert judge_stdout("100000000", "100000000.5", Checker(float_tolerance=1e-2))[0] is True
+    assert judge_call("100000000.0", 100000000.5, "robust", Checker(float_tolerance=1e-2))[0] is True
+
+
+def test_a_relative_only_tolerance_rejects_a_small_answer_off_by_less_than_it():
+    relative = Checker(float_tolerance=1e-6, float_tolerance_kind="relative")
+    # 0.0000005 for 0.000001: absolute error 5e-7 <= 1e-6, relative 0.5.
+    assert judge_stdout("0.000001", "0.0000005", relative)[0] is False
+    assert judge_stdout("1000.0", "1000.0005", relative)[0] is True
+    assert judge_call("0.000001", 0.0000005, "robust", relative)[0] is False
+    assert judge_stdout("0.000001", "0.0000005", Checker(float_tolerance=1e-6))[0] is True
+
+
+def test_the_tolerance_kind_is_left_out_of_the_json_when_it_is_the_default():
+    assert "float_tolerance_kind" not in Checker(float_tolerance=1e-6).model_dump_json()
+    assert json.loads(Checker(float_tolerance=1e-6, float_tolerance_kind="absolute").model_dump_json())[
+        "float_tolerance_kind"] == "absolute"
+    with pytest.raises(ValueError):
+        Checker(float_tolerance=1e-6, float_tolerance_kind="both")
+
+
 def test_checker_tolerance_replaces_the_default():
     checker = Checker(float_tolerance=1e-2)
     # |3.14 - 3.14159| = 0.00159 <= 0.01: accepted with 1e-2 ...
@@ -545,3 +575,21 @@ def test_call_strings_and_null_are_exact():
 def test_call_unsupported_types_are_rejected_not_called():
     # A set is not JSON; it is rejected by type, never compared with ==.
     assert not call_accepted("[1, 2]", {1, 2})
+
+
+def test_strict_call_values_keep_nested_tuples_and_key_types_as_livecodebench_compares_them():
+    # What the sandbox's livecodebench harness sends: nested tuples and non-str keys tagged.
+    nested = [{compare.TUPLE_TAG: [1, 2]}]
+    assert judge_call("[[1, 2]]", nested, "strict")[0] is False  # [(1, 2)] != [[1, 2]]
+    assert judge_call("[[1, 2]]", nested, "robust")[0] is True   # the same answer, for us
+    int_keys = {compare.DICT_TAG: [[1, 2]]}
+    assert judge_call('{"1": 2}', int_keys, "strict")[0] is False
+    assert judge_call("1", True, "strict")[0] is True  # True == 1
+
+
+def test_strict_reads_ints_up_to_livecodebench_s_50000_digits():
+    digits = "7" * 6000
+    assert compare.loads_like_livecodebench(f"[{digits}]") == [int(compare.Decimal(digits))]
+    assert judge_call(digits, int(compare.Decimal(digits)), "strict")[0] is True
+    with pytest.raises(ValueError):
+        compare.loads_like_livecodebench("9" * 50_001)

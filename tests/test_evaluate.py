@@ -158,6 +158,24 @@ def test_python_checker_runs_sandboxed_and_decides(evaluator):
     assert verdict(evaluator, broken, "print(1)") == "judge_error"
 
 
+def test_python_checker_of_a_call_problem_runs_sandboxed_and_decides(evaluator):
+    # Any pair of indices whose numbers sum to the target is right; the expected pair is one.
+    checker = Checker(python="import json\n"
+                             "def check(input, expected, got):\n"
+                             "    nums, target = map(json.loads, input.split('\\n'))\n"
+                             "    i, j = json.loads(got)\n"
+                             "    return i != j and nums[i] + nums[j] == target\n")
+    problem = call_problem([("[1, 4, 4, 3]\n7", "[1, 3]")], entry_point="Solution().twoSum",
+                           problem_id="any-pair", checker=checker)
+    other_pair = "class Solution:\n    def twoSum(self, nums, target):\n        return [2, 3]\n"
+    wrong_pair = "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n"
+    assert verdict(evaluator, problem, other_pair) == "accepted"  # not the expected answer: the checker said so
+    result = evaluator.evaluate_code(problem, wrong_pair)
+    assert result.verdict == "wrong_answer" and result.detail.endswith("rejected by the problem's checker")
+    broken = call_problem([("1", "1")], entry_point="f", problem_id="broken-call", checker=Checker(python="def check(:\n"))
+    assert verdict(evaluator, broken, "def f(x):\n    return x\n") == "judge_error"
+
+
 def test_broken_problems_are_judge_errors_not_the_models_fault(evaluator):
     no_tests = stdin_problem([], problem_id="empty")
     assert verdict(evaluator, no_tests, "print(1)") == "judge_error"

@@ -196,6 +196,46 @@ def test_undecodable_private_tests_name_the_step(tmp_path, value, message):
     assert reject.field == "private_test_cases" and message in reject.message
 
 
+def zlib_bomb(inflated_bytes: int) -> str:
+    """base64 of zlib of `inflated_bytes` zero bytes (a few hundred KB for hundreds of MB)."""
+    deflater, zeros = zlib.compressobj(9), bytes(4 << 20)
+    parts = [deflater.compress(zeros) for _ in range(inflated_bytes // len(zeros))]
+    return base64.b64encode(b"".join(parts) + deflater.flush()).decode()
+
+
+def test_a_zlib_bomb_is_refused_after_inflating_at_most_its_bound(tmp_path, monkeypatch):
+    from microcoder.data import livecodebench
+
+    inflated = []
+    real_decompressobj = zlib.decompressobj
+
+    class CountingInflater:
+        def __init__(self):
+            self.inner = real_decompressobj()
+
+        def decompress(self, data, max_length=0):
+            chunk = self.inner.decompress(data, max_length)
+            inflated.append(len(chunk))
+            return chunk
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(livecodebench.zlib, "decompressobj", CountingInflater)
+    bomb = zlib_bomb(320 << 20)  # ~320 KB of zlib: its ratio bound is the 64 MiB free size
+    assert len(bomb) < 1 << 20
+    path = write_jsonl(tmp_path / "bomb.jsonl", [{**ROWS[0], "private_test_cases": bomb}])
+    _, [reject] = load_problems(path)
+    assert reject.field == "private_test_cases" and "decompresses to more than" in reject.message
+    assert sum(inflated) <= livecodebench.PRIVATE_TESTS_FREE_BYTES + livecodebench.INFLATE_CHUNK_BYTES
+
+
+def test_tests_that_compress_well_under_the_free_size_still_load():
+    tests = [{"input": "1 " * 200_000 + "\n", "output": "1\n", "testtype": "stdin"}] * 20  # ~8 MB, ratio > 100
+    blob = base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
+    assert decode_private_tests(blob) == tests
+
+
 def test_broken_fields_are_named(tmp_path):
     no_name = {**ROWS[1], "metadata": "{}"}
     bad_call = release_row("3486", "2025-02-15", "easy", [call_test("[1, 2\n", "3")], [],

@@ -20,7 +20,7 @@ from microcoder.data.literals import (
     literal,
     to_json_value,
 )
-from microcoder.data.loaders import detect_format, load_problems
+from microcoder.data.loaders import detect_format, load_problems, stdin_checker
 from microcoder.problems import DEFAULT_CALL_PRELUDE, read_problems, write_problems
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -194,6 +194,19 @@ def test_stdin_checks_from_statement(tmp_path):
     problems, rejects = load_problems(write_json(tmp_path / "lcb.json", records))
     assert problems[0].checker is not None and problems[0].checker.float_tolerance == pytest.approx(1e-6)
     assert [r.reason for r in rejects] == ["several correct outputs", "interactive"]
+
+
+@pytest.mark.parametrize("statement, tolerance, kind", [
+    ("Your answer is accepted if its absolute or relative error is at most 10^{-6}.", 1e-6, "either"),
+    ("It is judged correct if the relative or absolute error does not exceed 1e-9.", 1e-9, "either"),
+    ("Answers within an absolute error of 10^{-2} of the true value are accepted.", 1e-2, "absolute"),
+    ("Print the area; an absolute error of at most 10^-4 is allowed.", 1e-4, "absolute"),
+    ("Your output is correct if its relative error is at most 10^{-5}.", 1e-5, "relative"),
+])
+def test_the_statement_says_which_error_its_tolerance_bounds(statement, tolerance, kind):
+    checker = stdin_checker(statement)
+    assert checker is not None
+    assert checker.float_tolerance == pytest.approx(tolerance) and checker.float_tolerance_kind == kind
 
 
 # --------------------------------------------------------- CodeContests / Codeforces

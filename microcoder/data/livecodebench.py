@@ -46,7 +46,19 @@ there; CPU seconds here, as every limit of ours). Memory is left to the evaluato
 default: LiveCodeBench sets no memory limit."""
 
 MAX_PRIVATE_TESTS_BYTES = 1 << 30
-"""Largest decompressed private-test blob accepted (a zlib bomb is refused, not expanded)."""
+"""Largest decompressed private-test blob accepted, whatever its compressed size."""
+
+MAX_PRIVATE_TESTS_RATIO = 100
+"""Past PRIVATE_TESTS_FREE_BYTES, the most a blob may inflate per compressed byte. Test
+text compresses by a few times, repetitive tests by a few hundred; deflate's ceiling is
+~1032, where zlib bombs sit. A bomb is refused once it inflates past
+max(PRIVATE_TESTS_FREE_BYTES, MAX_PRIVATE_TESTS_RATIO x its compressed size), with at most
+that much (plus one INFLATE_CHUNK_BYTES) inflated and held."""
+
+PRIVATE_TESTS_FREE_BYTES = 64 << 20
+"""Decompressed size accepted at any compression ratio."""
+
+INFLATE_CHUNK_BYTES = 4 << 20
 
 RELEASE_WINDOWS: dict[str, tuple[str, str]] = {
     "release_v1": ("2023-05-01", "2024-03-31"),
@@ -133,13 +145,7 @@ def decode_private_tests(text: str) -> Any:
         compressed = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
         raise ValueError("neither JSON nor base64") from None
-    inflater = zlib.decompressobj()
-    try:
-        pickled = inflater.decompress(compressed, MAX_PRIVATE_TESTS_BYTES)
-    except zlib.error as error:
-        raise ValueError(f"base64 but not zlib data ({error})") from None
-    if inflater.unconsumed_tail:
-        raise ValueError(f"decompresses to more than {MAX_PRIVATE_TESTS_BYTES} bytes")
+    pickled = _inflate_bounded(compressed)
     try:
         value = PlainDataUnpickler(io.BytesIO(pickled)).load()
     except UnsafePickleError:
@@ -152,6 +158,29 @@ def decode_private_tests(text: str) -> Any:
         return json.loads(value)
     except json.JSONDecodeError as error:
         raise ValueError(f"the unpickled text is not JSON ({error.msg})") from None
+
+
+def _inflate_bounded(compressed: bytes) -> bytes:
+    """zlib data inflated chunk by chunk, refused (ValueError) as soon as it passes its
+    bound (see MAX_PRIVATE_TESTS_RATIO): a bomb costs at most the bound in time and memory."""
+    bound = min(MAX_PRIVATE_TESTS_BYTES, max(PRIVATE_TESTS_FREE_BYTES, MAX_PRIVATE_TESTS_RATIO * len(compressed)))
+    inflater = zlib.decompressobj()
+    chunks, size, pending = [], 0, compressed
+    try:
+        while not inflater.eof:
+            chunk = inflater.decompress(pending, INFLATE_CHUNK_BYTES)
+            pending = inflater.unconsumed_tail
+            size += len(chunk)
+            if size > bound:
+                raise ValueError(f"decompresses to more than {bound} bytes (from {len(compressed)} compressed: "
+                                 f"over {MAX_PRIVATE_TESTS_RATIO}x past {PRIVATE_TESTS_FREE_BYTES} bytes, "
+                                 "or over the cap; a zlib bomb?)")
+            chunks.append(chunk)
+            if not chunk and not pending:  # truncated: no more input, no end of stream
+                break
+    except zlib.error as error:
+        raise ValueError(f"base64 but not zlib data ({error})") from None
+    return b"".join(chunks)
 
 
 # ------------------------------------------------------------------ conversion

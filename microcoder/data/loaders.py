@@ -234,16 +234,28 @@ _INTERACTIVE = re.compile(r"this is an interactive problem|interaction protocol|
 
 
 def stdin_checker(statement: str) -> Checker | None:
-    """A checker from what the statement promises: float tolerance, any letter case."""
+    """A checker from what the statement promises: float tolerance (bounding the absolute
+    error, the relative one, or either, as the phrase names them), any letter case."""
     match = _FLOAT_TOLERANCE.search(statement)
-    tolerance = None
+    tolerance, kind = None, "either"
     if match:
         exponent = next(group for group in match.groups() if group)
         tolerance = 10.0 ** -int(exponent)
+        kind = _tolerance_kind(match.group(0))
     case_insensitive = bool(_ANY_CASE.search(statement))
     if tolerance is None and not case_insensitive:
         return None
-    return Checker(float_tolerance=tolerance, case_insensitive=case_insensitive)
+    return Checker(float_tolerance=tolerance, float_tolerance_kind=kind, case_insensitive=case_insensitive)
+
+
+_ERROR_KINDS = re.compile(r"\b(absolute|relative)\b", re.IGNORECASE)
+
+
+def _tolerance_kind(phrase: str) -> str:
+    """`absolute` or `relative` when the tolerance phrase names only that error ("an
+    absolute error of at most 10^-2"), else `either` ("absolute or relative error")."""
+    kinds = {word.lower() for word in _ERROR_KINDS.findall(phrase)}
+    return kinds.pop() if len(kinds) == 1 else "either"
 
 
 def unjudgeable_statement(statement: str, tags: list[str] | None = None) -> tuple[str, str] | None:

@@ -48,6 +48,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -P left our folder off the path
 from _wire import read_message, write_all, write_message  # noqa: E402
+import _livecodebench  # noqa: E402 - strict runs' harness
 
 del sys.path[0]
 
@@ -650,7 +651,7 @@ def read_within(fd, cap, seconds):
     return None
 
 
-def child_main(request, program, compile_notes, prelude, fds, limits, uid):
+def child_main(request, program, compile_notes, prelude, fds, limits, uid, source=""):
     """Runs in the forked child; never returns. Everything that can be done once in the
     worker is (see `prepare_worker`): on these machines each page a child writes costs a
     copy-on-write fault, so the child does as little as it can.
@@ -662,7 +663,9 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
     program that wrote b"P" could turn its own failure into a judge error).
 
     `program` is the code object, or the source where the worker's helper could not
-    compile it; `prelude` is prepared_prelude()'s answer for call problems, else None."""
+    compile it; `prelude` is prepared_prelude()'s answer for call problems, else None.
+    A request with `harness: "livecodebench"` runs it as LiveCodeBench's grader does
+    (`_livecodebench`, which needs the `source` text)."""
     try:
         os.setsid()
         for target, fd in enumerate(fds):  # stdin, stdout, stderr, the result file, the status pipe
@@ -677,13 +680,12 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
         elif CAPABILITIES_TO_DROP:
             drop_capabilities()
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the worker's backstop handler is not the program's
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the worker's backstop handlers are not the program's
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
         sys.argv = CHILD_ARGV
         sys.path.insert(0, CHILD_DIRECTORY)
         sys.stderr = sys.__stderr__ = CHILD_STREAMS[2]  # stdin and stdout already are
-        # CPU time of every thread; the default action ends the process. RLIMIT_CPU backs
-        # it up should the program catch SIGPROF.
-        signal.setitimer(signal.ITIMER_PROF, request["time_limit_s"])
+        arm_cpu_timer(request["time_limit_s"])
     except BaseException:  # noqa: BLE001 - set-up failed: report it, never run the program
         os.write(2, traceback.format_exc().encode())
         os._exit(242)  # no b"C": the sandbox's failure, not the program's
@@ -718,6 +720,14 @@ def child_main(request, program, compile_notes, prelude, fds, limits, uid):
             traceback.print_exc(limit=0)
             finish(1)
     os.close(STATUS_FD)  # before any of the candidate's code runs
+    if request.get("harness") == "livecodebench":
+        hide_frames_from_recursion_limit(stack_depth())
+        try:
+            if request["kind"] == "call":
+                _livecodebench.run_call(namespace, code, source, request["entry_point"], request["arguments"], RESULT_FD)
+            _livecodebench.run_stdio(source, 1)
+        finally:  # they exit; nothing of theirs may return into the worker's code
+            os._exit(1)
     # In `python3 solution.py` the program's module is the stack's first frame; here our
     # frames lie below it. The limit counts them too, so it is raised by their number and
     # the program reads and sets it net of them: it gets CPython's depth (what recurses
@@ -874,17 +884,61 @@ def drop_capabilities():
     check(LIBC.capset(ctypes.byref(header), ctypes.byref((CapabilityData * 2)())), "capset")
 
 
-BACKSTOP = [None, False]  # the run's pid while the worker waits for it; whether the backstop killed it
-# A SIGALRM that came while no run was waited for: the caller stopping the run it sent
-# (sandbox.RunStop) before its child started. Cleared as each request is read: a stop
-# the caller sent for an earlier run has been handled by then (see RunStop.stop).
+# While the worker waits for a run: [its pid, whether the backstop killed it, the wall
+# time (monotonic) and CPU time of the last look, its CPU limit, the latest time the
+# backstop may be put off to (None: no caller's deadline)].
+BACKSTOP = [None, False, 0.0, 0.0, 0.0, None]
+# A stop (SIGUSR1) that came while no run was waited for: the caller stopping the run it
+# sent (sandbox.RunStop) before its child started. Cleared as each request is read: a
+# stop the caller sent for an earlier run has been handled by then (see RunStop.stop).
 STOP_REQUESTED = [False]
+# Past its wall-clock limit, a run that got at least MIN_CPU_SHARE of a core since the
+# last look, with CPU time left, is a computing program starved by a loaded host, not one
+# that sleeps or blocks: the backstop looks again BACKSTOP_RECHECK_S later. Such a run
+# meets its CPU limit within (CPU left) / MIN_CPU_SHARE of wall time or falls under the
+# share, so the wait ends; one that stops computing is killed at the next look.
+MIN_CPU_SHARE = 0.1
+BACKSTOP_RECHECK_S = 1.0
+
+
+def process_cpu_clock(pid):
+    """The clock id of a process's CPU time as the scheduler counts it (Linux's
+    MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED); glibc's clock_getcpuclockid)."""
+    return ((~pid) << 3) | 2
 
 
 def on_backstop(signum, frame):
-    """SIGALRM, while the worker waits for a run past its wall-clock limit, or sent by the
-    caller to stop the run: kill its group. Before the run's child is waited for, the
-    stop is kept for when it is."""
+    """SIGALRM: the run's wall-clock limit. Kill its group, unless it is a computing
+    program starved of CPU (see MIN_CPU_SHARE): then look again later."""
+    pid = BACKSTOP[0]
+    if pid is None:
+        return
+    delay = starved_delay(pid)
+    if delay:
+        signal.setitimer(signal.ITIMER_REAL, delay)
+        return
+    BACKSTOP[1] = True
+    kill_group(pid)
+
+
+def starved_delay(pid):
+    """Seconds to put the backstop off by, or 0 (kill now)."""
+    _, _, last_wall, last_cpu, cpu_limit, latest = BACKSTOP
+    try:
+        cpu = time.clock_gettime(process_cpu_clock(pid))
+    except OSError:  # gone already
+        return 0
+    now = time.monotonic()
+    BACKSTOP[2:4] = [now, cpu]
+    if cpu >= cpu_limit or cpu - last_cpu < MIN_CPU_SHARE * (now - last_wall):
+        return 0
+    delay = BACKSTOP_RECHECK_S if latest is None else min(BACKSTOP_RECHECK_S, latest - now)
+    return delay if delay > 0 else 0
+
+
+def on_stop(signum, frame):
+    """SIGUSR1, sent by the caller to stop the run (sandbox.RunStop): kill its group now.
+    Before the run's child is waited for, the stop is kept for when it is."""
     pid = BACKSTOP[0]
     if pid is not None:
         BACKSTOP[1] = True
@@ -893,16 +947,17 @@ def on_backstop(signum, frame):
         STOP_REQUESTED[0] = True
 
 
-def wait_with_backstop(pid, wall_limit):
-    """Wait for the child; SIGKILL its group when the wall clock runs out.
+def wait_with_backstop(pid, request, started):
+    """Wait for the child; SIGKILL its group when the wall clock runs out (see on_backstop).
     Returns (wait status, rusage, killed by the backstop).
 
     One blocking wait4 under a real-time timer, and nothing else: until the child exits,
     every page of ours it shares that we write costs us a copy (the child's writes are its
     own cost), so the worker touches as little as it can until then (a pidfd and a poll
     object cost a few such copies per run)."""
-    BACKSTOP[:] = [pid, False]
-    signal.setitimer(signal.ITIMER_REAL, wall_limit)
+    cap = request.get("wall_cap_s")
+    BACKSTOP[:] = [pid, False, started, 0.0, request["time_limit_s"], None if cap is None else started + cap]
+    signal.setitimer(signal.ITIMER_REAL, request["wall_limit_s"])
     if STOP_REQUESTED[0]:  # stopped before it started: the child may not lead its group yet
         BACKSTOP[1] = True
         os.kill(pid, signal.SIGKILL)
@@ -975,9 +1030,46 @@ def read_back(fd, cap, tail=False):
     return os.pread(fd, min(size, cap + 1), 0)
 
 
+CLOCK_PROCESS_CPUTIME_ID, SIGEV_SIGNAL = 2, 0
+
+
+class SigEvent(ctypes.Structure):  # struct sigevent: 64 bytes on Linux
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                ("rest", ctypes.c_int * 12)]
+
+
+class TimeSpec(ctypes.Structure):
+    _fields_ = [("seconds", ctypes.c_long), ("nanoseconds", ctypes.c_long)]
+
+
+class TimerSpec(ctypes.Structure):
+    _fields_ = [("interval", TimeSpec), ("value", TimeSpec)]
+
+
+KILL_EVENT = SigEvent(signo=signal.SIGKILL, notify=SIGEV_SIGNAL)
+
+
+def arm_cpu_timer(seconds):
+    """SIGKILL this process once its threads' CPU time reaches `seconds`, as the scheduler
+    counts it (nanoseconds, the count rusage reports after the run): a POSIX timer on
+    CLOCK_PROCESS_CPUTIME_ID, checked at each scheduler tick, so it fires within a tick
+    after the limit and never before it. ITIMER_PROF and RLIMIT_CPU count sampled ticks
+    instead, which on a shared host read up to a fifth over the scheduler's count: a
+    program under its limit would be stopped. Not inherited by fork nor kept across exec;
+    RLIMIT_CPU (see limits_for) is the backstop for those."""
+    timer = ctypes.c_void_p()
+    check(LIBC.timer_create(CLOCK_PROCESS_CPUTIME_ID, ctypes.byref(KILL_EVENT), ctypes.byref(timer)), "timer_create")
+    whole = int(seconds)
+    nanoseconds = min(int(round((seconds - whole) * 1e9)), 999_999_999)
+    spec = TimerSpec(value=TimeSpec(whole, nanoseconds))
+    check(LIBC.timer_settime(timer, 0, ctypes.byref(spec), None), "timer_settime")
+
+
 def limits_for(request, uid):
-    """The child's rlimits, as (resource, (soft, hard)) pairs."""
-    cpu_soft = math.ceil(request["time_limit_s"]) + 1
+    """The child's rlimits, as (resource, (soft, hard)) pairs. RLIMIT_CPU is a coarse
+    backstop well above the limit (it counts sampled ticks; see arm_cpu_timer), for
+    processes the precise timer does not cover; the verdict is the CPU time measured."""
+    cpu_soft = math.ceil(2 * request["time_limit_s"]) + 1
     limits = [
         (resource.RLIMIT_CPU, (cpu_soft, cpu_soft + 1)),
         (resource.RLIMIT_AS, (request["memory_bytes"],) * 2),
@@ -1033,8 +1125,8 @@ def run(request, blobs, config):
             return dict(NO_EXIT_STATUS, exit_code=None, wall_timeout=True, status=""), [b"", b"", b""]
         pid = os.fork()
         if pid == 0:
-            child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid)
-        status, rusage, wall_timeout = wait_with_backstop(pid, request["wall_limit_s"])
+            child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid, source)
+        status, rusage, wall_timeout = wait_with_backstop(pid, request, started)
         wall = time.monotonic() - started
         gc.unfreeze()
         os.close(fds.pop(4))  # only the child writes statuses (before reading them: the child is gone)
@@ -1214,6 +1306,7 @@ def prepare_worker(config, requests, replies):
     for signum in (signal.SIGXFSZ, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, on_backstop)  # the wall-clock backstop; children restore the default
+    signal.signal(signal.SIGUSR1, on_stop)  # the caller's stop; children restore the default
     _thread.stack_size(16 * 1024 * 1024)
     # -S skipped site, which is what defines quit() and exit(); programs use them.
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")

@@ -30,6 +30,9 @@ Decisions (each also where it is implemented):
   "007" is not "7". Arbitrary size, since it is text.
 - With `checker.float_tolerance` set, an expected integer also accepts a number within
   tolerance ("2.0000001" for "2"): statements that allow an error often print 2 for 2.0.
+  The tolerance bounds the absolute or the relative error, or only the one
+  `checker.float_tolerance_kind` names ("an absolute error of 1e-2" is not met by 1e8 + 0.5
+  for 1e8, whose relative error is 5e-9).
 - Numbers are compared as Python floats (IEEE doubles), so a decimal with more than about
   15 significant digits is rounded first; the tolerance decides, not the last digits. An
   expected number that overflows a double ("1e400") is compared as text.
@@ -52,9 +55,10 @@ Decisions (each also where it is implemented):
 - A list may be declared unordered (`checker.unordered_levels`): at those nesting levels
   the lists compare as multisets (see `_unordered_list_difference`).
 - Strict call mode compares with Python == as LiveCodeBench does: True == 1, 2.0 == 2,
-  0.1 + 0.2 != 0.3, {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a list, but the
-  sandbox sends every tuple as a list, so on the evaluator's path a nested tuple is a list
-  in strict mode too.
+  0.1 + 0.2 != 0.3, {1, 2} != [1, 2]. LiveCodeBench converts only a top-level tuple to a
+  list: strict runs (the sandbox's `livecodebench` harness) send nested tuples and dicts
+  with keys other than str tagged (TUPLE_TAG, DICT_TAG), so [(1, 2)] != [[1, 2]] and
+  {1: 2} != {"1": 2} here as there. Ints of up to 50,000 digits are read (its limit).
 """
 
 from __future__ import annotations
@@ -82,6 +86,15 @@ none (LeetCode's "answers within 10^-5 of the actual answer are accepted")."""
 SET_TAG = "\x00set"
 """How the sandbox worker (`_zygote.to_jsonable`) sends a returned set: {SET_TAG: [items]};
 a dict key starting with NUL is sent with one more NUL in front. Must equal its SET_TAG."""
+
+TUPLE_TAG = "\x00tuple"
+"""Strict runs (`_livecodebench.as_json`): a nested tuple, {TUPLE_TAG: [items]}."""
+
+DICT_TAG = "\x00dict"
+"""Strict runs: a dict with a key that is not a str, {DICT_TAG: [[key, value], ...]}."""
+
+LIVECODEBENCH_INT_DIGITS = 50_000
+"""LiveCodeBench's sys.set_int_max_str_digits: the longest int its JSON reading takes."""
 
 MAX_UNPAIRED_ITEMS_SEARCHED = 1000
 """In an unordered list, the most items left unpaired after sorting that are searched one
@@ -152,7 +165,7 @@ def judge_call(
     """
     _check_mode(mode)
     try:
-        expected = json.loads(expected_json)
+        expected = loads_like_livecodebench(expected_json) if mode == "strict" else json.loads(expected_json)
     except (json.JSONDecodeError, TypeError) as error:
         raise ValueError(f"expected output is not JSON: {error}: {_shown(expected_json)}") from None
     got = _from_wire(got)
@@ -182,10 +195,16 @@ def _shown(value: object) -> str:
     return shown if len(shown) <= MAX_SHOWN_CHARS else shown[: MAX_SHOWN_CHARS - 3] + "..."
 
 
-def _within_tolerance(expected: float, got: float, tolerance: float) -> bool:
-    """|got - expected| <= tolerance, or <= tolerance * |expected|. Both must be finite."""
+def _within_tolerance(expected: float, got: float, tolerance: float, kind: str = "either") -> bool:
+    """|got - expected| <= tolerance (`absolute`), <= tolerance * |expected| (`relative`), or
+    either (`either`). Both must be finite."""
     difference = abs(got - expected)
-    return difference <= tolerance or difference <= tolerance * abs(expected)
+    absolute, relative = difference <= tolerance, difference <= tolerance * abs(expected)
+    return {"either": absolute or relative, "absolute": absolute, "relative": relative}[kind]
+
+
+def _tolerance_name(tolerance: float, kind: str) -> str:
+    return f"{tolerance:g}" if kind == "either" else f"{tolerance:g} ({kind})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -223,11 +242,12 @@ def _token_difference(expected: str, got: str, checker: Checker, tolerance: floa
         got_value = _finite_number(got)
         if got_value is None:
             return f"expected number {_shown(expected)}, got {_shown(got)}"
-        if _within_tolerance(expected_value, got_value, tolerance):
+        kind = checker.float_tolerance_kind if checker.float_tolerance is not None else "either"
+        if _within_tolerance(expected_value, got_value, tolerance, kind):
             return None
         return (
             f"expected {_shown(expected)}, got {_shown(got)} "
-            f"(difference {abs(got_value - expected_value):.3g} exceeds tolerance {tolerance:g})"
+            f"(difference {abs(got_value - expected_value):.3g} exceeds tolerance {_tolerance_name(tolerance, kind)})"
         )
     # Not a number (or one that overflows a double): compare as text.
     if checker.case_insensitive and expected.casefold() == got.casefold():
@@ -409,24 +429,52 @@ class _CallRules:
     float_for_int: bool
     """Whether a float may stand for an expected int (within float_tolerance)."""
     unordered_levels: frozenset[int]
+    tolerance_kind: str = "either"
+    """Which error the tolerance bounds (`Checker.float_tolerance_kind`)."""
 
     @classmethod
     def of(cls, checker: Checker) -> _CallRules:
         if checker.float_tolerance is None:
             return cls(CALL_FLOAT_TOLERANCE, False, frozenset(checker.unordered_levels))
-        return cls(_stdout_tolerance(checker), True, frozenset(checker.unordered_levels))
+        return cls(_stdout_tolerance(checker), True, frozenset(checker.unordered_levels), checker.float_tolerance_kind)
+
+
+def loads_like_livecodebench(text: str) -> object:
+    """json.loads, with ints of up to LIVECODEBENCH_INT_DIGITS digits (CPython's default
+    refuses more than 4300; LiveCodeBench raises the limit to 50,000)."""
+    return json.loads(text, parse_int=_long_int)
+
+
+def _long_int(digits: str) -> int:
+    if len(digits) <= 4000:
+        return int(digits)
+    if len(digits.lstrip("-")) > LIVECODEBENCH_INT_DIGITS:
+        raise ValueError(f"an int of more than {LIVECODEBENCH_INT_DIGITS} digits")
+    return int(Decimal(digits))  # Decimal -> int is not under the str-digits limit
 
 
 def _from_wire(value: object) -> object:
     """The return value with the sandbox's encoding undone: {SET_TAG: items} becomes a
-    frozenset, and a dict key's extra leading NUL is dropped (see `_zygote.to_jsonable`)."""
+    frozenset, and a dict key's extra leading NUL is dropped (see `_zygote.to_jsonable`);
+    strict runs' {TUPLE_TAG: items} a tuple, {DICT_TAG: pairs} a dict with those keys."""
     if type(value) is list:
         return [_from_wire(item) for item in value]
     if type(value) is dict:
         if len(value) == 1 and SET_TAG in value and type(value[SET_TAG]) is list:
             return _as_set([_from_wire(item) for item in value[SET_TAG]])
+        if len(value) == 1 and TUPLE_TAG in value and type(value[TUPLE_TAG]) is list:
+            return tuple(_from_wire(item) for item in value[TUPLE_TAG])
+        if len(value) == 1 and DICT_TAG in value and type(value[DICT_TAG]) is list:
+            try:
+                return {_hashable(_from_wire(key)): _from_wire(item) for key, item in value[DICT_TAG]}
+            except (TypeError, ValueError):
+                return repr(value)  # not pairs of a key and a value: never equal to an expected value
         return {(key[1:] if key.startswith("\x00") else key): _from_wire(item) for key, item in value.items()}
     return value
+
+
+def _hashable(item: object) -> object:
+    return tuple(_hashable(part) for part in item) if type(item) is list else item
 
 
 def _as_set(items: list[object]) -> frozenset:
@@ -469,9 +517,9 @@ def _numbers_difference(expected: int | float, got: int | float, rules: _CallRul
         return None if math.isnan(expected_float) and math.isnan(got_float) else "differs"
     if math.isinf(expected_float) or math.isinf(got_float):
         return None if expected_float == got_float else "differs"
-    if _within_tolerance(expected_float, got_float, rules.float_tolerance):
+    if _within_tolerance(expected_float, got_float, rules.float_tolerance, rules.tolerance_kind):
         return None
-    return f"differs by more than {rules.float_tolerance:g}"
+    return f"differs by more than {_tolerance_name(rules.float_tolerance, rules.tolerance_kind)}"
 
 
 def _first_value_difference(expected: object, got: object, path: str, level: int, rules: _CallRules) -> str | None:

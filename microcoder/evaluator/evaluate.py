@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from microcoder.algorithms.pass_at_k import mean_pass_at_k
-from microcoder.evaluator.compare import judge_call, judge_stdout
+from microcoder.evaluator.compare import judge_call, judge_stdout, loads_like_livecodebench
 from microcoder.evaluator.extract import extract_code
 from microcoder.evaluator.sandbox import (DEFAULT_MEMORY_LIMIT_MB, DEFAULT_OUTPUT_LIMIT_MB, DEFAULT_TIME_LIMIT_S, ProgramRun,
                                          Sandbox, SandboxConfig)
@@ -416,8 +416,14 @@ class Evaluator:
             "memory_limit_mb": problem.memory_limit_mb or self.config.memory_limit_mb,
             "output_limit_mb": self.config.output_limit_mb,
         }
+        # Strict mode runs the program as LiveCodeBench's grader does (its stdout capture,
+        # stdin, header of imports and value conversion; microcoder/evaluator/_livecodebench.py).
+        harness = "livecodebench" if self.config.mode == "strict" else None
         if problem.kind == "stdin":
-            run = self.sandbox.run(code, test.input, **limits)
+            run = self.sandbox.run(code, test.input, harness=harness, **limits)
+        elif harness:  # every line is an argument, as LiveCodeBench reads them
+            run = self.sandbox.run(code, kind="call", entry_point=problem.entry_point, prelude=problem.call_prelude(),
+                                   arguments=test.input.split("\n"), harness=harness, **limits)
         else:
             arguments = [line for line in test.input.split("\n") if line.strip()]
             run = self.sandbox.run(code, kind="call", entry_point=problem.entry_point,
@@ -434,20 +440,23 @@ class Evaluator:
         """(accepted, reason). Raises ValueError only for what is wrong with the problem:
         whatever the candidate's output does to the comparison is its own failure (a
         judge_error is left out of pass@k and masked in training)."""
+        checker = problem.checker
+        own_checker = checker is not None and checker.python and self.config.mode == "robust"
         if problem.kind == "call":
             if run.return_json is None:
                 return False, run.detail or "no return value"
             try:  # the run can write any bytes where its return value goes
-                got = json.loads(run.return_json)
+                got = (loads_like_livecodebench if self.config.mode == "strict" else json.loads)(run.return_json)
             except (ValueError, RecursionError) as error:
                 return False, f"the return value did not come back as JSON: {str(error)[:200]}"
+            if own_checker:  # it reads the arguments' lines, the expected JSON and the returned JSON
+                return self._run_checker(checker.python, test, run.return_json)
             try:
                 return judge_call(test.output, got, self.config.mode, problem.checker)
             except RecursionError:
                 return False, "the return value is nested too deeply to compare"
         got = run.stdout.decode("utf-8", "replace")
-        checker = problem.checker
-        if checker is not None and checker.python and self.config.mode == "robust":
+        if own_checker:
             return self._run_checker(checker.python, test, got)
         return judge_stdout(test.output, got, checker, self.config.mode)
 

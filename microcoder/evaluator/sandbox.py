@@ -100,7 +100,8 @@ class SandboxConfig:
     pids.max of the worker's cgroup where there is one."""
     wall_factor: float = 3.0
     """Wall-clock backstop = wall_factor * time limit + 1 s. Verdicts use CPU time; the
-    backstop only catches programs that sleep or block."""
+    backstop only catches programs that sleep or block: one still computing then (a tenth
+    of a core or more, starved by a loaded host) is waited for until its CPU limit."""
     cgroup: Literal["auto", "required", "off"] = "auto"
     """A memory and pids cgroup per worker (memory held in memfds and tmpfs counts against
     a run's memory limit; `pids.max` = `max_processes`): `auto` where the machine lets us
@@ -610,9 +611,9 @@ class Worker:
 
     def interrupt(self) -> None:
         """Stop the run in progress (or the next one, when its child has not started yet):
-        SIGALRM is the worker's wall-clock backstop, fired now."""
+        SIGUSR1 kills its process group at once, as the wall-clock backstop would."""
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGALRM)
+            os.kill(self.process.pid, signal.SIGUSR1)
 
     def kill(self) -> None:
         """End the worker now; its runs die with it (their parent-death signal)."""
@@ -682,11 +683,13 @@ def classify(header: dict, stdout: bytes, stderr: bytes, time_limit_s: float,
         tail = _last_line(stderr)[:200]
         return "memory_limit_exceeded", (f"limit {memory_limit_mb} MiB, memory files included: killed by the kernel "
                                          f"at its memory cgroup's limit" + (f"; {tail}" if tail else ""))
-    if header["wall_timeout"] or cpu > time_limit_s or signum in (signal.SIGPROF, signal.SIGXCPU):
+    # The CPU time measured decides: the kernel's timers only stop a run (see docs/sandbox.md).
+    # A run killed under its limit by a signal it sent itself is the program's runtime error.
+    if header["wall_timeout"] or cpu >= time_limit_s:
         if header["wall_timeout"]:
             how = "stopped by the wall-clock backstop"
-        elif signum in (signal.SIGPROF, signal.SIGXCPU):
-            how = "stopped by the CPU timer"  # the kernel's tick-based account may read a little under
+        elif signum in (signal.SIGKILL, signal.SIGXCPU):
+            how = "stopped by the CPU timer"
         else:
             how = "over the CPU limit"
         return "time_limit_exceeded", f"{how}: limit {time_limit_s}s, {cpu:.2f}s CPU and {header['wall_s']:.2f}s wall accounted"
@@ -845,6 +848,7 @@ class Sandbox:
         output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB,
         deadline: float | None = None,
         stop: RunStop | None = None,
+        harness: str | None = None,
     ) -> ProgramRun:
         """Run one program (`kind="stdin"`) or one call of its entry point (`kind="call"`,
         `arguments` one JSON value each) and say what happened.
@@ -852,11 +856,15 @@ class Sandbox:
         `deadline` (a `time.monotonic()` time): the run ends by then. Its wall-clock
         backstop is cut to what is left when it gets a worker; one that gets its worker
         after the deadline does not run. `stop`: lets another thread end it (RunStop).
-        Both make it `time_limit_exceeded`."""
+        Both make it `time_limit_exceeded`. `harness="livecodebench"`: run it as
+        LiveCodeBench's grader does (microcoder/evaluator/_livecodebench.py; strict mode):
+        stdout is what went through sys.stdout, a call's value keeps nested tuples."""
         if self._closed:
             raise RuntimeError("sandbox is closed")
         if kind not in ("stdin", "call"):
             raise ValueError(f"kind must be 'stdin' or 'call', got {kind!r}")
+        if harness not in (None, "livecodebench"):
+            raise ValueError(f"harness must be None or 'livecodebench', got {harness!r}")
         output_bytes = int(output_limit_mb * 1024 * 1024)
         request = {
             "op": "run",
@@ -866,9 +874,11 @@ class Sandbox:
             "arguments": list(arguments),
             "time_limit_s": time_limit_s,
             "wall_limit_s": self.config.wall_factor * time_limit_s + 1.0,
+            "wall_cap_s": None,  # how far a starved computing run may put the backstop off (None: no cap)
             "memory_bytes": int(memory_limit_mb * 1024 * 1024),
             "output_bytes": output_bytes,
             "max_processes": self.config.max_processes,
+            "harness": harness,
         }
         # A lone surrogate (from JSON's "\ud800") goes as its surrogatepass bytes, which the
         # program reads as undecodable input, instead of failing the caller's whole batch.
@@ -885,6 +895,7 @@ class Sandbox:
                 if left <= 0:
                     return ProgramRun("time_limit_exceeded", detail="its deadline passed before it got a worker")
                 request["wall_limit_s"] = min(request["wall_limit_s"], left)
+                request["wall_cap_s"] = left
             if stop is not None and not stop._attach(worker):
                 return ProgramRun("time_limit_exceeded", detail="stopped before it started")
             try:
