@@ -337,3 +337,18 @@ def test_parquet_keeps_unordered_levels(tmp_path):
     write_parquet(tmp_path / "corpus.parquet", [problem])
     [row] = pq.read_table(tmp_path / "corpus.parquet").to_pylist()
     assert parquet_row_to_problem(row).checker == Checker(unordered_levels=[0, 1])
+
+
+def test_parquet_keeps_the_tolerance_kind_and_the_test_marks(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from microcoder.data.export import parquet_row_to_problem, write_parquet
+
+    absolute = call("a", ANY_ORDER, TWO_SUM_STARTER, TWO_SUM_TESTS,
+                    checker=Checker(float_tolerance=1e-2, float_tolerance_kind="absolute"))
+    absolute.tests[0].shown, absolute.tests[1].generated = True, True
+    either = call("e", ANY_ORDER, TWO_SUM_STARTER, TWO_SUM_TESTS, checker=Checker(float_tolerance=1e-6))
+    write_parquet(tmp_path / "corpus.parquet", [absolute, either])
+    rows = pq.read_table(tmp_path / "corpus.parquet").to_pylist()
+    assert [parquet_row_to_problem(row) for row in rows] == [absolute, either]

@@ -31,7 +31,8 @@ from microcoder.problems import Problem
 def arrow_schema():
     import pyarrow as pa
 
-    checker = pa.struct([("float_tolerance", pa.float64()), ("case_insensitive", pa.bool_()),
+    checker = pa.struct([("float_tolerance", pa.float64()), ("float_tolerance_kind", pa.string()),
+                         ("case_insensitive", pa.bool_()),
                          ("unordered_lines", pa.bool_()), ("unordered_levels", pa.list_(pa.int64())),
                          ("python", pa.string())])
     return pa.schema([
