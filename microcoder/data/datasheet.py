@@ -271,12 +271,14 @@ def adequacy_section(path: Path) -> list[str]:
     report = json.loads(path.read_text())
     lines += [report.get("summary", ""), "",
               "| source | problems | mutants | provably wrong | killed by stored tests | killed by corpus tests | "
-              "problems accepting a wrong mutant (stored) | (corpus) | shown-outputs program rewarded |",
+              "problems accepting a wrong mutant, of those with one (stored) | (corpus) | shown-outputs program rewarded |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for source, row in report.get("per_source", {}).items():
         lines.append(f"| {source} | {row['problems']} | {row['mutants']} | {row['provably_wrong']} | "
-                     f"{row['killed_stored']} | {row['killed_corpus']} | {row['accepting_stored']} | "
-                     f"{row['accepting_corpus']} | {row['shown_outputs_rewarded']} / {row['shown_outputs_judged']} |")
+                     f"{row['killed_stored']} | {row['killed_corpus']} | {row['accepting_stored']} / "
+                     f"{row['problems_with_wrong_mutants']} | {row['accepting_corpus']} / "
+                     f"{row['problems_with_wrong_mutants']} | {row['shown_outputs_rewarded']} / "
+                     f"{row['shown_outputs_judged']} |")
     return lines + ["", f"Command: `{report.get('command', '')}`", ""]
 
 
