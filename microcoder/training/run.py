@@ -1,6 +1,6 @@
 """A training run, from a config to a finished run directory (`microcoder train`).
 
-    run_dir = run_training(load_config("configs/default.yaml"))
+    run_dir = run_training(load_config("configs/microcoder.yaml"))
 
 The run's life: a new run directory (or the one being resumed, its metrics cut back to
 the checkpoint), the config snapshot, the model and the (train, held-out) problems the
