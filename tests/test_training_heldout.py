@@ -18,7 +18,7 @@ from microcoder.policy.generation import GeneratedText
 from microcoder.training.trainer import MicroCoderTrainer
 from tests.training_support import add_problem
 
-pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
+pytestmark = pytest.mark.slow  # each test builds a trainer on the tiny model (seconds each on 2 cores), its generation scripted
 
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
 WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
