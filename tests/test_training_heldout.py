@@ -105,11 +105,12 @@ def test_the_long_heldout_generates_at_the_factor_times_the_training_limit(evalu
 
 def test_heldout_is_judged_robustly_when_the_reward_judges_strictly(monkeypatch):
     # LiveCodeBench's strict grader accepts True for an expected 1 (Python ==); ours does not.
+    # (One argument: LiveCodeBench reads every input line as one, an empty input included.)
     problem = Problem(id="tiny/one", kind="call", entry_point="one", prompt="Return 1.",
-                      tests=[{"input": "", "output": "1"}])
-    responses = {problem.id: ["```python\ndef one():\n    return True\n```"]}
+                      tests=[{"input": "0", "output": "1"}])
+    responses = {problem.id: ["```python\ndef one(x):\n    return True\n```"]}
     with Evaluator(EvaluatorConfig(workers=1, mode="strict")) as strict:
-        assert strict.evaluate_code(problem, "def one():\n    return True\n").verdict == "accepted"
+        assert strict.evaluate_code(problem, "def one(x):\n    return True\n").verdict == "accepted"
         accuracy, _ = heldout_accuracy(strict, monkeypatch, [problem], responses, temperature=0.7, samples=1)
     assert accuracy == 0.0
 

@@ -27,7 +27,7 @@ ROLLOUT_KEYS = {"step", "reward_mean", "accuracy_mean", "response_length_mean", 
                 "groups_generated", "groups_kept", "groups_mixed", "sampling_rounds", "diversity", "entropy",
                 "ppo_kl", "ratio_deviation", "clip_fraction_low", "clip_fraction_high", "temperature",
                 "seconds_rollout", "seconds_reward", "seconds_reward_visible", "seconds_update", "tokens_per_second",
-                "loss", "reward_cache_hit_rate", "reward_mean_generated", "accuracy_mean_generated", "groups_generated_total",
+                "loss", "reward_cache_hit_rate", "reward_tests_hidden", "reward_mean_generated", "accuracy_mean_generated", "groups_generated_total",
                 "responses_judged_total", "seconds_total"}
 # The keys through which the paper's three algorithms differ; a preset may differ from
 # another only here (any other difference would confound the comparison).
