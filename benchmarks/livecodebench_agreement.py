@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, the repo root is not on the path
+
 from benchmarks.differential import (DEFAULT_CORPUS, STACK_BYTES, Case, corpus_cases, expected_output, problem_for,
                                      run_cpython)
 from microcoder.evaluator import Evaluator, EvaluatorConfig
