@@ -310,8 +310,9 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "max_grad_norm": config.max_grad_norm,
         "bf16": bf16,
         "fp16": False,
-        # transformers 5's name; TRL reads the mirrored `gradient_checkpointing` (its default: True)
-        "activation_checkpointing": config.gradient_checkpointing,
+        # transformers >= 5.18's name (TRL reads the mirrored `gradient_checkpointing`, its
+        # default: True); the vLLM environment's transformers 5.17 knows only the old one
+        _checkpointing_argument(): config.gradient_checkpointing,
         "use_cpu": not use_cuda,  # several CPU processes then form a gloo group (accelerate's MULTI_CPU)
         # bookkeeping
         "logging_steps": updates,
@@ -339,6 +340,16 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "vllm_importance_sampling_mode": "token_truncate",
         "vllm_importance_sampling_clip_max": config.vllm_importance_sampling_cap,
     }
+
+
+def _checkpointing_argument() -> str:
+    """GRPOConfig's name for activation checkpointing in the installed transformers."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    names = {field.name for field in fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
 def _parse_override(item: str) -> tuple[str, Any]:

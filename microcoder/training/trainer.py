@@ -173,7 +173,7 @@ class MicroCoderTrainer(GRPOTrainer):
 
     def __init__(self, *, config: TrainConfig, model, tokenizer, train_dataset, reward: EvaluatorReward,
                  args: GRPOConfig, heldout: Sequence[Problem] = (), run_dir: str | Path | None = None):
-        with colocated_vllm(model) if args.use_vllm else contextlib.nullcontext():
+        with colocated_vllm() if args.use_vllm else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=[reward], args=args, train_dataset=train_dataset,
                              processing_class=tokenizer)
         self.config = config

