@@ -233,11 +233,20 @@ def shared_prefill_generate(generate, model, input_ids: torch.Tensor, attention_
     unique_ids, unique_mask = unique[:, :width], unique[:, width:].to(attention_mask.dtype)
     positions = (unique_mask.long().cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
+    name = _cache_keyword(model.model)
     with torch.no_grad():
         model.model(input_ids=unique_ids[:, :-1], attention_mask=unique_mask[:, :-1],
-                    position_ids=positions[:, :-1], cache=cache, use_cache=True)
+                    position_ids=positions[:, :-1], use_cache=True, **{name: cache})
     cache.reorder_cache(torch.repeat_interleave(torch.arange(len(unique), device=input_ids.device), counts))
-    return generate(input_ids=input_ids, attention_mask=attention_mask, cache=cache, **kwargs)
+    return generate(input_ids=input_ids, attention_mask=attention_mask, **{name: cache}, **kwargs)
+
+
+def _cache_keyword(module) -> str:
+    """The KV cache's keyword in the installed transformers: `cache` (5.18 on), `past_key_values`
+    before (the vLLM environment's 5.17)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
 # --- vLLM ------------------------------------------------------------------------------
