@@ -1,6 +1,7 @@
 """Greedy answers of vLLM against `model.generate` on the default held-out set, token for token.
 
     ~/.cache/microcoder/venv-vllm/bin/python benchmarks/vllm_parity.py [--limit N] [--max-new-tokens 128]
+    python benchmarks/vllm_parity.py --smoke   # a tiny random model, 4 problems x 16 tokens (seconds)
 
 Both in float32, the same prompts (chat template, token ids), greedy, the default run's
 generation limit. Prints how many answers are equal token for token, the held-out accuracy
@@ -8,7 +9,8 @@ of each (the robust judge, greedy pass@1), the wall seconds of each, and for eve
 that differs: the first position where it does and the gap between `generate`'s two most
 likely tokens there (in nats of log-probability, from a forward pass over the shared prefix):
 a gap near 0 is a near-tie that rounding can flip (vLLM's kernels sum in another order than
-torch's; batch shapes differ too). Needs vLLM (the environment of scripts/test_vllm.sh).
+torch's; batch shapes differ too). Needs vLLM (the environment of scripts/test_vllm.sh);
+without it, it says so and exits 0 (the main environment's smoke run).
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=None, help="first N held-out problems (default: all)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the default run's limit")
+    parser.add_argument("--smoke", action="store_true", help="tiny random model (64-dim heads), 4 problems, 16 tokens")
     args = parser.parse_args()
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        print("vLLM is not installed here: run this with the environment scripts/test_vllm.sh builds")
+        return
 
     import torch
 
@@ -34,9 +42,20 @@ def main() -> None:
     from microcoder.training.run import load_problem_split
 
     config = load_config(None)
-    heldout = load_problem_split(config)[1][: args.limit]
-    limit = args.max_new_tokens or config.max_new_tokens
-    model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL, torch.float32)
+    heldout = load_problem_split(config)[1][: 4 if args.smoke else args.limit]
+    limit = 16 if args.smoke else args.max_new_tokens or config.max_new_tokens
+    if args.smoke:
+        import tempfile
+
+        from microcoder.policy.model import tiny_model_and_tokenizer
+
+        folder = tempfile.mkdtemp(prefix="vllm-parity-smoke-")
+        tiny, tiny_tokenizer = tiny_model_and_tokenizer(seed=0, hidden_size=256)
+        tiny.save_pretrained(folder)
+        tiny_tokenizer.save_pretrained(folder)
+        model, tokenizer = load_model_and_tokenizer(folder, torch.float32)
+    else:
+        model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL, torch.float32)
     prompts = [render_prompt(problem, tokenizer) for problem in heldout]
     print(f"{len(prompts)} held-out problems of the default set, greedy, max_new_tokens {limit}, float32, "
           f"torch threads {torch.get_num_threads()}, host load average {os.getloadavg()[0]:.1f}", flush=True)
