@@ -33,7 +33,6 @@ Choices of ours (the paper is silent):
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -132,7 +131,11 @@ class ModelGenerator:
 
 
 def vllm_available() -> bool:
-    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+    """What backend="auto" picks vLLM on: installed and a GPU present (on CPU, `hf` stays the
+    default until a default run on vLLM has been measured; docs/scaling.md)."""
+    from microcoder.policy.vllm_engine import vllm_installed
+
+    return vllm_installed() and torch.cuda.is_available()
 
 
 def eos_token_ids(model, tokenizer) -> list[int]:
