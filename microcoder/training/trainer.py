@@ -47,7 +47,10 @@ What TRL 1.16.0 does that we undo or avoid (each measured on the real trainer):
   `_generate_and_score_completions` once per extra round and merging the rounds' rows.
 - TRL's advantages are recomputed from the same rewards with `group_advantages` (eps
   1e-6 as verl, TRL uses 1e-4); TRL's loss is replaced by ours (verl's clip fractions,
-  dual clip, k1/k3, three aggregation modes).
+  dual clip, k1/k3, three aggregation modes), which therefore applies TRL's vLLM
+  importance-sampling ratio itself.
+- With use_vllm, TRL's colocated engine is started with the policy's dtype, eagerly;
+  that and the rest of what we change of TRL's vLLM integration is `vllm_rollout.py`.
 
 Departures from the paper (and from DAPO), all ours:
 - Dynamic sampling's extra prompts are drawn uniformly from the training set by a seeded
@@ -102,6 +105,7 @@ from microcoder.training.reward import EvaluatorReward, ScoredBatch, chunk_bound
 from microcoder.training.rollouts import merge_rollouts
 from microcoder.training.scoring import completion_log_probs, final_norm
 from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
+from microcoder.training.vllm_rollout import VLLM_METRIC_KEYS, colocated_vllm, correction_stats, heldout_generate
 
 STATE_FILE = "microcoder_state.json"
 
@@ -169,8 +173,9 @@ class MicroCoderTrainer(GRPOTrainer):
 
     def __init__(self, *, config: TrainConfig, model, tokenizer, train_dataset, reward: EvaluatorReward,
                  args: GRPOConfig, heldout: Sequence[Problem] = (), run_dir: str | Path | None = None):
-        super().__init__(model=model, reward_funcs=[reward], args=args, train_dataset=train_dataset,
-                         processing_class=tokenizer)
+        with colocated_vllm() if args.use_vllm else contextlib.nullcontext():
+            super().__init__(model=model, reward_funcs=[reward], args=args, train_dataset=train_dataset,
+                             processing_class=tokenizer)
         self.config = config
         self.reward = reward
         self.heldout = list(heldout)
@@ -216,7 +221,7 @@ class MicroCoderTrainer(GRPOTrainer):
     def set_temperature(self, temperature: float) -> None:
         """Sample AND compute training / old / reference log-probs at `temperature`."""
         self.temperature = temperature
-        if self.use_vllm:  # TRL's vLLM sampler reads its own copy (path not exercised on CPU)
+        if self.use_vllm:  # TRL's vLLM sampler reads its own copy
             self.vllm_generation.temperature = temperature
         else:
             self.generation_config.temperature = temperature
@@ -242,6 +247,7 @@ class MicroCoderTrainer(GRPOTrainer):
         if self.config.dynamic_sampling:  # refill
             output, scored, sampling = self.sample_mixed_groups(output, scored)
         self.rollout_scored = scored
+        correction = correction_stats(output, self.config.vllm_importance_sampling_cap) if self.use_vllm else {}
         decided = self.compute_advantages(scored)  # 4
         output["advantages"] = decided.advantages.to(output["advantages"].device)
         if decided.loss_keep is not None:  # the response leaves the loss and its normaliser
@@ -252,6 +258,7 @@ class MicroCoderTrainer(GRPOTrainer):
         self.record_rollout(step, temperature, scored, decided, sampling,
                             seconds_rollout=seconds_total - scored.seconds_visible, seconds_reward=scored.seconds,
                             seconds_reward_visible=scored.seconds_visible)
+        self.rollout_record.update(correction)
         return output
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
@@ -437,6 +444,8 @@ class MicroCoderTrainer(GRPOTrainer):
         per_token_loss, clip = clipped_policy_loss(
             logp, old_logp, inputs["advantages"], completion_mask,
             eps_low=self.config.eps_low, eps_high=self.config.eps_high, dual_clip=self.config.dual_clip)
+        if "importance_sampling_ratio" in inputs:  # vLLM sampled: min(pi_train / pi_vllm, cap) per token (TRL's)
+            per_token_loss = per_token_loss * inputs["importance_sampling_ratio"]
         if self.config.beta > 0:
             per_token_kl = kl_estimate(logp, inputs["ref_per_token_logps"], self.config.kl_estimator)
             per_token_loss = per_token_loss + self.config.beta * per_token_kl * completion_mask
@@ -535,7 +544,7 @@ class MicroCoderTrainer(GRPOTrainer):
         if self.is_eval_step(step) and self.accelerator.is_main_process:  # once, not on every process
             # the long evaluation only before the first step and after the last
             record.update(self.heldout_accuracies(long=step == self.config.total_steps))
-        record = {key: record[key] for key in METRIC_KEYS if key in record}
+        record = {key: record[key] for key in METRIC_KEYS + VLLM_METRIC_KEYS if key in record}
         for key, value in record.items():  # also through TRL's logging to report_to backends
             if key != "step":
                 self._metrics["train"][f"microcoder/{key}"].append(float(value))
@@ -577,10 +586,15 @@ class MicroCoderTrainer(GRPOTrainer):
         tokenizer = self.processing_class
         prompts = [render_prompt(problem, tokenizer) for problem in self.heldout]
         greedy = self.config.heldout_temperature == 0  # n greedy samples would all be the same
-        groups = generate(model, tokenizer, prompts, n=1 if greedy else self.config.heldout_samples,
-                          max_new_tokens=max_new_tokens, temperature=self.config.heldout_temperature,
-                          top_p=self.config.top_p, seed=self.config.seed, batch_size=16, backend="hf",
-                          progress=False)
+        n = 1 if greedy else self.config.heldout_samples
+        if self.use_vllm and self.vllm_mode == "colocate":  # the rollout engine, current weights pushed first
+            groups = heldout_generate(self, prompts, n=n, max_new_tokens=max_new_tokens,
+                                      temperature=self.config.heldout_temperature, top_p=self.config.top_p,
+                                      seed=self.config.seed)
+        else:
+            groups = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens,
+                              temperature=self.config.heldout_temperature, top_p=self.config.top_p,
+                              seed=self.config.seed, batch_size=16, backend="hf", progress=False)
         samples = [Sample(problem.id, response=sample.text)
                    for problem, group in zip(self.heldout, groups) for sample in group]
         results = self.reward.evaluator.judging("robust").evaluate(self.heldout, samples)
