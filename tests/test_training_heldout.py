@@ -46,7 +46,7 @@ def heldout_accuracy(evaluator, monkeypatch, problems, responses, temperature, s
     monkeypatch.setattr(generation, "generate", scripted_generate)
     monkeypatch.setattr(prompts, "render_prompt", lambda problem, tokenizer: problem.prompt)
     trainer = SimpleNamespace(
-        accelerator=SimpleNamespace(unwrap_model=lambda model: model), model=None, processing_class=None,
+        accelerator=SimpleNamespace(unwrap_model=lambda model: model), model=None, processing_class=None, use_vllm=False,
         heldout=problems, reward=SimpleNamespace(evaluator=evaluator), heldout_scores={},
         config=SimpleNamespace(heldout_temperature=temperature, heldout_samples=samples, max_new_tokens=64,
                                heldout_long_factor=long_factor, top_p=1.0, seed=0),
