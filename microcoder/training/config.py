@@ -52,8 +52,7 @@ class TrainConfig(BaseModel):
     total_steps: int = 5
     """Rollout steps to train for."""
     group_size: int = 8
-    """G, responses sampled per prompt. The CPU default, 8 responses x 6 prompts for 5 steps:
-    greedy held-out +0.094, -0.021 and -0.021 in three seeds (docs/default_run.md, "Settings measured")."""
+    """G, responses sampled per prompt (what the CPU default's sizes gave: docs/default_run.md, "Settings measured")."""
     train_batch_size: int = 6
     """verl's name: prompts per rollout step."""
     ppo_mini_batch_size: int = 3

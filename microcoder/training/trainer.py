@@ -63,8 +63,9 @@ Departures from the paper (and from DAPO), all ours:
   token mean of the mini-batch when micro_batch_size covers the whole mini-batch.
 - A response is truncated when it reached max_new_tokens without an EOS (a response
   ending with EOS exactly at the limit finished).
-- Held-out accuracy is sampled pass@1 (`heldout_samples` at `heldout_temperature`, 4 at
-  0.7 by default), as the paper reports it; `heldout_temperature: 0` decodes greedily.
+- Held-out accuracy is greedy pass@1 by default (`heldout_temperature: 0`, one response
+  per problem); `heldout_temperature: T` with `heldout_samples: n` gives sampled pass@1,
+  as the paper reports it.
 """
 
 from __future__ import annotations
