@@ -171,11 +171,12 @@ class AmplifyConfig:
 
     enabled: bool = True
     """Generate tests (off: only mark shown tests and apply the two removals below)."""
-    tests_per_problem: int = 50
+    tests_per_problem: int = 100
     """Inputs generated per `call` problem with a reference (fewer when the input space is
-    small); those the reference answers become hidden tests. On 274 LeetCodeDataset and
-    MBPP problems, about 50 brought problems accepting a provably wrong mutant from 28.5%
-    to about 1% (benchmarks/corpus_adequacy.py measures the build's own figure)."""
+    small); those the reference answers become hidden tests. More catch more wrong programs
+    and cost amplify time and corpus size in proportion (benchmarks/corpus_adequacy.py
+    measures what a build's tests catch; docs/benchmarks.md, "Corpus adequacy", has 50
+    against 100)."""
     seed: int = 0
     """Seed of the generated inputs (with each problem's id)."""
     max_items: int = 60
