@@ -27,7 +27,10 @@ Deterministic: candidates come from `random.Random` seeded by the problem id and
 inputs under any PYTHONHASHSEED; the reference's answers are cached by content
 (`amplify/reference_answers.jsonl`) after each batch, so an interrupted stage resumes.
 
-Choices of ours: `stdin` problems are not amplified (no source here ships a reference for
+Choices of ours: the draws are this module's own, over `random.Random`, not hypothesis's
+strategies: hypothesis generates for tests (its `example()` is not meant for data, and its
+choice sequence changes between its releases), while a corpus needs the same inputs from
+the same seed in every build. `stdin` problems are not amplified (no source here ships a reference for
 one; their input grammars are not JSON values); inputs stay small (`max_items` items per
 list, `max_input_chars` per test) so that the stored corpus and the judge's time stay
 bounded: the tests catch wrong logic, not wrong complexity.
