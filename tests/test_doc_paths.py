@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PATH = re.compile(r"(?<![\w./-])((?:microcoder|configs|docs|benchmarks|scripts|tests|examples)/[\w./-]*[\w/])(?![\w*<{])")
+PATH = re.compile(r"(?<![\w./-])((?:microcoder|configs|docs|benchmarks|scripts|tests|examples|results)/[\w./-]*[\w/])(?![\w*<{])")
 SKIPPED = ("docs/experiments/", "tests/fixtures/")
 
 
