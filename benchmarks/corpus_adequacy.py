@@ -144,8 +144,8 @@ def shown_outputs_program(problem: Problem) -> str | None:
     table = {json.dumps([json.loads(line) for line in test.input.split("\n") if line.strip()]): test.output
              for test in shown}
     function = (problem.entry_point or "").rsplit(".", 1)[-1]
-    body = (f"    key = json.dumps([*args])\n"
-            f"    return json.loads(TABLE.get(key, FIRST))\n")
+    body = ("    key = json.dumps([*args])\n"
+            "    return json.loads(TABLE.get(key, FIRST))\n")
     header = f"import json\nTABLE = {table!r}\nFIRST = {shown[0].output!r}\n"
     if "()." in (problem.entry_point or ""):
         owner = problem.entry_point.split("().", 1)[0]

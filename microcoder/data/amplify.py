@@ -57,6 +57,7 @@ from microcoder.data.constraints import (
     checked_bounds,
     infer_domains,
     infer_relations,
+    measures_of,
     numeric_range,
     parse_constraints,
 )
@@ -141,8 +142,6 @@ class InputSpace:
     def admits(self, arguments: list[Any]) -> bool:
         if not all(bound_holds(bound, arguments, self.names) for bound in self.bounds):
             return False
-        from microcoder.data.constraints import measures_of
-
         measures = measures_of(arguments, self.names)
         return all(relation.holds(measures) for relation in self.relations)
 
@@ -559,7 +558,6 @@ def _with_generated(problem: Problem, texts: list[str], answers: dict[str, dict[
                     space: dict[str, Any], counts: Counter[str]) -> Problem:
     """The problem with a test per usable answer, its limit derived again over every test."""
     null_expected = any(test.output.strip() == "null" for test in problem.tests)
-    stored_outputs = {test.input: test.output for test in problem.tests}
     tests = list(problem.tests)
     cpu = list(problem.metadata.get("reference_cpu_s") or [])
     for text in texts:
@@ -567,8 +565,6 @@ def _with_generated(problem: Problem, texts: list[str], answers: dict[str, dict[
         why = _usable(answer, null_expected)
         if why is not None:
             counts[why] += 1
-            continue
-        if text in stored_outputs:
             continue
         tests.append(TestCase(input=text, output=json.dumps(json.loads(answer["return_json"])), generated=True))
         cpu.append(answer["cpu_s"])

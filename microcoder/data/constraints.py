@@ -21,7 +21,6 @@ Choices of ours:
 from __future__ import annotations
 
 import ast
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -578,6 +577,3 @@ def numeric_range(bounds: list[Bound], measure: str) -> tuple[float | None, floa
             high = bound.high if high is None else min(high, bound.high)
     return low, high
 
-
-def finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

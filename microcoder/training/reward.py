@@ -162,8 +162,10 @@ class EvaluatorReward:
 
     def hidden_share(self, problem_id: str) -> float:
         """The share of hidden tests among those a reward of `problem_id` judges (after the budget)."""
-        tests = self.problems[problem_id].tests if problem_id in self.problems else []
-        return sum(not test.shown for test in tests) / len(tests) if tests else math.nan
+        problem = self.problems.get(problem_id)
+        if problem is None or not problem.tests:
+            return math.nan
+        return sum(not test.shown for test in problem.tests) / len(problem.tests)
 
     def close(self) -> None:
         """Stop the judging thread (after waiting for it) and close the Evaluator."""
