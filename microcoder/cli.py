@@ -275,7 +275,7 @@ def experiment_run(
     var: list[str] = typer.Option(None, "--var", help="NAME=NUMBER: replace one of the spec's vars (e.g. L=4096 "
                                   "for the generation limit the arms derive their lengths from)."),
     restore: list[Path] = typer.Option(None, "--restore", help="Published grids (a `report --docs` data folder, "
-                                       "e.g. docs/experiments/data; repeatable) to take finished runs with the "
+                                       "e.g. results/experiments/data; repeatable) to take finished runs with the "
                                        "same config from where ROOT lacks them, e.g. on a fresh clone."),
 ) -> None:
     """Run every arm x seed of a spec; finished runs are skipped, interrupted ones resumed."""

@@ -1,5 +1,5 @@
 """Every repository path a doc, a docstring or a comment names exists, so a reader who follows
-one finds it. The experiment record (docs/experiments) and fixtures are data, not prose."""
+one finds it. The experiment record (results/experiments) and fixtures are data, not prose."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PATH = re.compile(r"(?<![\w./-])((?:microcoder|configs|docs|benchmarks|scripts|tests|examples|results)/[\w./-]*[\w/])(?![\w*<{])")
-SKIPPED = ("docs/experiments/", "tests/fixtures/")
+SKIPPED = ("results/experiments/", "tests/fixtures/")
 
 
 def prose_of(path: Path) -> str:

@@ -700,7 +700,7 @@ def test_a_killed_runners_workers_end_with_it(tmp_path):
         pytest.fail("the worker outlived its runner")
 
 
-DOCS = Path(__file__).parents[1] / "docs" / "experiments"
+DOCS = Path(__file__).parents[1] / "results" / "experiments"
 
 
 def test_no_two_committed_runs_share_a_resolved_config_and_seed():
@@ -727,7 +727,7 @@ def test_no_two_committed_runs_share_a_resolved_config_and_seed():
 
 
 def test_the_published_specs_are_the_record_the_pages_report():
-    """The pages' verdicts come from the published specs (docs/experiments/data/*/spec.yaml),
+    """The pages' verdicts come from the published specs (results/experiments/data/*/spec.yaml),
     the record of the runs committed beside them. Every shipped spec is what its published
     grid ran (arms, findings, vars), or what its grid in progress under next/ runs: a spec
     edited after its runs ships with its rerun under way, never alone, or the pages would
@@ -768,7 +768,7 @@ def test_the_shipped_specs_follow_the_protocol(tmp_path):
 
 def test_the_learning_rate_trial_differs_from_the_protocol_in_the_rate_alone(tmp_path):
     """configs/trials/learning_rate.yaml is the measurement behind cpu-scale.yaml's rate
-    (docs/experiments/README.md, "Protocol"): its arms differ in learning_rate only, and one
+    (results/experiments/README.md, "Protocol"): its arms differ in learning_rate only, and one
     of them is the rate the shipped specs run at."""
     from microcoder.experiments.spec import arm_phases
 

@@ -64,7 +64,7 @@ VERDICTS_BEGIN = "<!-- VERDICTS: written by `microcoder experiment report --docs
 VERDICTS_END = "<!-- /VERDICTS -->"
 SUMMARY_BEGIN = "<!-- SUMMARY: written by `microcoder experiment report --docs` from every grid in data/; edits here are lost -->"
 SUMMARY_END = "<!-- /SUMMARY -->"
-COUNTS_BEGIN = "<!-- COUNTS: written by `microcoder experiment report --docs docs/experiments`; edits here are lost -->"
+COUNTS_BEGIN = "<!-- COUNTS: written by `microcoder experiment report --docs results/experiments`; edits here are lost -->"
 COUNTS_END = "<!-- /COUNTS -->"
 HELDOUT_FILES = ("heldout_start.json", "heldout_end.json")
 """A run's per-problem held-out scores at step 0 and at its last evaluation (training.run)."""
@@ -807,7 +807,7 @@ def publish_summary(docs: Path) -> Path:
     """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data, each
     published page's VERDICTS block with the verdicts after Holm's correction across them,
     and the COUNTS line of the repository README two folders up when it has one
-    (docs/experiments -> README.md)."""
+    (results/experiments -> README.md)."""
     readme = docs / "README.md"
     rows = published_rows(docs / "data")
     front = docs.parent.parent / "README.md"

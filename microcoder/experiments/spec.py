@@ -29,7 +29,7 @@
 Runs go to ROOT/<name>/<arm>/seed-<k>/ (ROOT: runs/experiments). At run time, `--var
 NAME=VALUE` replaces a variable (lengths, steps, batch that arms derive from) and extra
 `key=value` overrides apply after the spec's own and before each arm's; that is how the
-same spec runs at paper scale (docs/experiments/README.md).
+same spec runs at paper scale (results/experiments/README.md).
 """
 
 from __future__ import annotations
