@@ -255,11 +255,12 @@ def validated(model: type[BaseModel], body):
 
 def check_limits(problem: Problem, where: str, max_time_limit_s: float) -> None:
     """422 naming the field for a request's problem whose limits no run can have: a time
-    limit that is not a positive number up to the server's --max-run-timeout, a memory
-    limit that is not positive or is more than the machine's memory."""
+    limit over the server's --max-run-timeout (`Problem` itself refuses one that is not
+    positive and finite), a memory limit that is not positive or is more than the
+    machine's memory."""
     time_limit = problem.time_limit_s
-    if time_limit is not None and not 0 < time_limit <= max_time_limit_s:
-        raise RequestError(422, f"{where}.time_limit_s", f"{where}.time_limit_s: must be positive and at most "
+    if time_limit is not None and time_limit > max_time_limit_s:
+        raise RequestError(422, f"{where}.time_limit_s", f"{where}.time_limit_s: must be at most "
                            f"this server's limit of {max_time_limit_s} s, got {shown(time_limit)}")
     memory = problem.memory_limit_mb
     if memory is not None and not 0 < memory <= MACHINE_MEMORY_MB:
