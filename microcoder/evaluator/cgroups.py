@@ -6,8 +6,8 @@ Each worker gets a memory and a pids cgroup of its own where the machine lets us
 the limits, with a leaf cgroup inside that every run joins: what a run holds in memory
 files and tmpfs counts against its memory limit, as its heap does, and `pids.max` bounds
 its processes whatever its uid. Where no cgroup can be made the sandbox warns once and
-relies on rlimits. The worker (`_zygote.py`) writes the limits and moves each run into
-the leaf; this module only makes and removes the directories.
+relies on rlimits. The worker (`_zygote.py`) writes each run's limits and moves the run
+into the leaf; this module finds where the cgroups can go, makes them and removes them.
 """
 
 from __future__ import annotations
