@@ -122,19 +122,19 @@ def _default_hidden_paths(extra: Sequence[str]) -> list[str]:
 class Worker:
     """One zygote process. Not thread-safe: the Sandbox hands it to one thread at a time."""
 
-    def __init__(self, plan: IsolationPlan, config: SandboxConfig, cgroups: CgroupPlan | None = None):
+    def __init__(self, plan: IsolationPlan, config: SandboxConfig, cgroup_plan: CgroupPlan | None = None):
         self.plan, self.config = plan, config
         slot = next(_slots)
         self.uid = 100_000 + (os.getpid() % 32768) * 4096 + slot % 4096 if plan.switch_uid else None
         self._own_tmp: str | None = None
         self.unswept = False  # a run may have left processes the worker did not kill
-        self.cgroups = WorkerCgroups()
+        self.cgroups = WorkerCgroups()  # none until made
         directory_fds: dict[str, int] = {}
-        if cgroups is not None and cgroups.available:
+        if cgroup_plan is not None and cgroup_plan.available:
             try:
-                self.cgroups, directory_fds = make_worker_cgroups(cgroups, slot)
+                self.cgroups, directory_fds = make_worker_cgroups(cgroup_plan, slot)
             except OSError as error:
-                why = f"cannot make the worker's cgroup ({cgroups.description}): {error}"
+                why = f"cannot make the worker's cgroup ({cgroup_plan.description}): {error}"
                 if config.cgroup == "required":
                     raise RuntimeError(f"sandbox: {why}") from error
                 warn_without_cgroup(why)  # this worker runs on rlimits alone; the next tries again
@@ -151,7 +151,7 @@ class Worker:
             "tmp_root": tmp_root,
             "private_ipc": "--ipc" in plan.command_prefix,
             "site_paths": [*site.getsitepackages(), site.getusersitepackages()],
-            "cgroup": {"version": cgroups.version, **directory_fds} if directory_fds else None,
+            "cgroup": {"version": cgroup_plan.version, **directory_fds} if directory_fds else None,
         }
         try:
             self.process = subprocess.Popen(
