@@ -39,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
-from microcoder.evaluator.sandbox import CgroupPlan, _owner_tag
+from microcoder.evaluator.cgroups import CgroupPlan, _owner_tag
 from microcoder.problems import Problem
 
 TIME_LIMIT_S = 0.1

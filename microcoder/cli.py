@@ -3,7 +3,6 @@ its entry point and calls it; no logic lives here."""
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Optional
@@ -89,7 +88,7 @@ def eval_model(
     --problems may be a LiveCodeBench release file (code_generation_lite, .jsonl or .parquet)."""
     from microcoder.data.livecodebench import is_release_file, window_dates
     from microcoder.data.loaders import load_problems
-    from microcoder.policy.evaluation import EvalConfig, run_eval
+    from microcoder.policy.evaluation import ModelEvalConfig, evaluate_model
 
     console = Console()
     try:
@@ -97,7 +96,7 @@ def eval_model(
             if since is not None or until is not None:
                 raise ValueError("give --window or --since/--until, not both")
             since, until = window_dates(window)
-        config = EvalConfig(**_given(model=model, problems=problems, n=n, temperature=temperature, top_p=top_p,
+        config = ModelEvalConfig(**_given(model=model, problems=problems, n=n, temperature=temperature, top_p=top_p,
                                      out=out, seed=seed, problems_seed=problems_seed, batch_size=batch_size,
                                      workers=workers, backend=backend, since=since, until=until,
                                      strict_judge=strict_judge,
@@ -108,20 +107,9 @@ def eval_model(
             if rejects:  # a benchmark is read whole or not at all
                 raise ValueError(f"{len(rejects)} of {len(release) + len(rejects)} release rows could not be read; "
                                  f"the first: {rejects[0]}")
-        run_eval(config, console, problems=release)
+        evaluate_model(config, console, problems=release)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         _fail(console, error)
-
-
-EVAL_ALIAS_NOTE = "note: `microcoder eval` is now `microcoder eval-model`; the old name is kept for one release."
-
-
-@app.command("eval", hidden=True, help="`microcoder eval-model` under its old name, kept for one release.")
-@functools.wraps(eval_model)
-def eval_alias(**options) -> None:
-    """`microcoder eval-model` under its old name (hidden; kept for one release)."""
-    typer.echo(EVAL_ALIAS_NOTE, err=True)
-    eval_model(**options)
 
 
 @app.command()

@@ -8,11 +8,12 @@ data pipeline read nothing else. Reading is strict: a malformed row raises
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 # Imports LeetCode and LiveCodeBench make available to call-style solutions; used as the
 # prelude of a `call` problem that names none. Solutions routinely use `List`, `deque`,
@@ -123,7 +124,7 @@ class Problem(BaseModel):
     None means DEFAULT_CALL_PRELUDE; an empty string means nothing."""
     tests: list[TestCase]
     time_limit_s: float | None = None
-    """CPU seconds per test; None means the evaluator's default."""
+    """CPU seconds per test, positive and finite; None means the evaluator's default."""
     memory_limit_mb: int | None = None
     """Address-space limit per test in MiB; None means the evaluator's default."""
     checker: Checker | None = None
@@ -134,6 +135,16 @@ class Problem(BaseModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Provenance and anything else: original id, licence, reference solution ..."""
+
+    @field_validator("time_limit_s", mode="before")
+    @classmethod
+    def _time_limit_is_positive_and_finite(cls, value: Any) -> Any:
+        # Before pydantic's own float parsing, which reads `true` as 1.0 and "2" as 2.0 and
+        # lets 0 and nan through: a zero limit would time out every run.
+        why = time_limit_error(value) if value is not None else None
+        if why:
+            raise FieldError("time_limit_s", why)
+        return value
 
     @model_validator(mode="after")
     def _call_needs_entry_point(self) -> Problem:
@@ -160,6 +171,16 @@ class FieldError(ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(message)
+
+
+def time_limit_error(value: object) -> str | None:
+    """Why `value` is not a usable time limit or scale (a positive, finite number), or None.
+    The one rule for `Problem.time_limit_s` and the evaluator's default and scale."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number of seconds, got {value!r}"
+    if not math.isfinite(value) or value <= 0:
+        return f"must be positive and finite, got {value!r}"
+    return None
 
 
 def _check_call_test(index: int, test: TestCase) -> None:

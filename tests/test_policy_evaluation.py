@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from microcoder.policy.evaluation import EvalConfig, ResultRow, cut_to_length, pass_at_1_table, run_eval
+from microcoder.policy.evaluation import ModelEvalConfig, ResultRow, cut_to_length, evaluate_model, pass_at_1_table
 from microcoder.policy.generation import GeneratedText
 from tests.helpers import call_problem, stdin_problem
 
@@ -61,11 +61,11 @@ class CannedGenerator:
 
 def config(tmp_path, **fields):
     defaults = dict(out=tmp_path / "eval", n=4, max_new_tokens=(50, 4096), problems_per_chunk=1, workers=2)
-    return EvalConfig(**(defaults | fields))
+    return ModelEvalConfig(**(defaults | fields))
 
 
 def test_pass_at_1_overall_by_source_and_difficulty_at_two_lengths(tmp_path):
-    summary = run_eval(config(tmp_path), generator=CannedGenerator(), problems=PROBLEMS)
+    summary = evaluate_model(config(tmp_path), generator=CannedGenerator(), problems=PROBLEMS)
     full = summary["pass@1"]["4096"]
     # Per problem at 4096 tokens: sum 2/4, double 2/4, square 4/4.
     assert full["all"]["pass@1"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)
@@ -117,7 +117,7 @@ def test_the_strict_judge_is_reported_beside_the_robust_one(tmp_path):
     float_sum = block("a, b = map(int, input().split())\nprint(float(a + b))")
     CANNED["sum_as_float"] = [float_sum, RIGHT_SUM, WRONG_SUM, float_sum]
     problem = stdin_problem([("1 2\n", "3\n")], problem_id="sum_as_float", difficulty="medium")
-    summary = run_eval(config(tmp_path, max_new_tokens=(4096,)), generator=CannedGenerator(), problems=[problem])
+    summary = evaluate_model(config(tmp_path, max_new_tokens=(4096,)), generator=CannedGenerator(), problems=[problem])
     assert summary["pass@1"]["4096"]["difficulty"]["medium"]["pass@1"] == 0.25
     assert summary["pass@1_strict"]["4096"]["difficulty"]["medium"]["pass@1"] == 0.75
     assert summary["pass@1_strict"]["4096"]["verdicts"] == {"accepted": 3, "wrong_answer": 1}
@@ -126,8 +126,8 @@ def test_the_strict_judge_is_reported_beside_the_robust_one(tmp_path):
         ("wrong_answer", "accepted"), ("accepted", "accepted"), ("wrong_answer", "wrong_answer"),
         ("wrong_answer", "accepted")]
     # Without the strict judge nothing is judged twice and no strict table is written.
-    alone = run_eval(config(tmp_path, out=tmp_path / "robust", max_new_tokens=(4096,), strict_judge=False),
-                     generator=CannedGenerator(), problems=[problem])
+    alone = evaluate_model(config(tmp_path, out=tmp_path / "robust", max_new_tokens=(4096,), strict_judge=False),
+                           generator=CannedGenerator(), problems=[problem])
     assert "pass@1_strict" not in alone and alone["pass@1"] == summary["pass@1"]
 
 
@@ -135,16 +135,16 @@ def test_a_date_window_keeps_the_problems_dated_within_it(tmp_path):
     dated = [SUM.model_copy(update={"date": "2025-01-31"}), DOUBLE.model_copy(update={"date": "2025-02-01"}),
              SQUARE.model_copy(update={"date": "2025-04-30"})]
     generator = CannedGenerator()
-    summary = run_eval(config(tmp_path, since="2025-02-01", until="2025-04-30"), generator=generator,
-                       problems=[*dated, stdin_problem([("1\n", "1\n")], problem_id="undated")])
+    summary = evaluate_model(config(tmp_path, since="2025-02-01", until="2025-04-30"), generator=generator,
+                             problems=[*dated, stdin_problem([("1\n", "1\n")], problem_id="undated")])
     # Both ends are inclusive; the day before and the undated problem are left out.
     assert summary["problems"] == 2 and sorted(id for ids, _ in generator.calls for id in ids) == ["double", "square"]
     assert summary["config"]["since"] == "2025-02-01" and summary["config"]["until"] == "2025-04-30"
     with pytest.raises(ValueError, match="dated within 2026-01-01"):
-        run_eval(config(tmp_path, out=tmp_path / "none", since="2026-01-01"), generator=CannedGenerator(),
-                 problems=dated)
+        evaluate_model(config(tmp_path, out=tmp_path / "none", since="2026-01-01"), generator=CannedGenerator(),
+                       problems=dated)
     with pytest.raises(ValueError, match="since must be a date"):
-        EvalConfig(since="Feb 2025")
+        ModelEvalConfig(since="Feb 2025")
 
 
 def test_problems_with_a_platform_are_grouped_by_it():
@@ -168,45 +168,46 @@ def test_cut_to_length_marks_truncation_and_keeps_short_responses():
 
 
 def test_resume_skips_done_problems_and_reproduces_the_summary(tmp_path):
-    uninterrupted = run_eval(config(tmp_path, out=tmp_path / "whole"), generator=CannedGenerator(), problems=PROBLEMS)
+    uninterrupted = evaluate_model(config(tmp_path, out=tmp_path / "whole"), generator=CannedGenerator(),
+                                   problems=PROBLEMS)
     interrupted = CannedGenerator(fail_on_call=3)
     with pytest.raises(KeyboardInterrupt):
-        run_eval(config(tmp_path), generator=interrupted, problems=PROBLEMS)
+        evaluate_model(config(tmp_path), generator=interrupted, problems=PROBLEMS)
     # A half-written chunk: one stray row for the third problem must be dropped on resume.
     with open(tmp_path / "eval" / "results.jsonl", "a") as handle:
         handle.write(json.dumps(vars(ResultRow("square", 0, 50, "accepted", 1.0, 30, False))) + "\n")
     resumed = CannedGenerator()
-    summary = run_eval(config(tmp_path), generator=resumed, problems=PROBLEMS)
+    summary = evaluate_model(config(tmp_path), generator=resumed, problems=PROBLEMS)
     whole = CannedGenerator()
-    run_eval(config(tmp_path, out=tmp_path / "again"), generator=whole, problems=PROBLEMS)
+    evaluate_model(config(tmp_path, out=tmp_path / "again"), generator=whole, problems=PROBLEMS)
     # Only the unfinished problem is generated again, with the seed of its chunk.
     assert resumed.calls == [whole.calls[2]]
     assert summary["pass@1"] == uninterrupted["pass@1"]
     assert len((tmp_path / "eval" / "results.jsonl").read_text().splitlines()) == 24
     # A finished directory generates nothing.
     idle = CannedGenerator()
-    run_eval(config(tmp_path), generator=idle, problems=PROBLEMS)
+    evaluate_model(config(tmp_path), generator=idle, problems=PROBLEMS)
     assert idle.calls == []
 
 
 def test_resume_refuses_other_settings(tmp_path):
-    run_eval(config(tmp_path, n=2), generator=CannedGenerator(), problems=PROBLEMS)
+    evaluate_model(config(tmp_path, n=2), generator=CannedGenerator(), problems=PROBLEMS)
     with pytest.raises(ValueError, match="n: 2 there, 4 now"):
-        run_eval(config(tmp_path, n=4), generator=CannedGenerator(), problems=PROBLEMS)
+        evaluate_model(config(tmp_path, n=4), generator=CannedGenerator(), problems=PROBLEMS)
 
 
 def test_a_directory_judged_once_resumes_only_without_the_strict_judge(tmp_path):
-    run_eval(config(tmp_path, strict_judge=False), generator=CannedGenerator(), problems=PROBLEMS)
+    evaluate_model(config(tmp_path, strict_judge=False), generator=CannedGenerator(), problems=PROBLEMS)
     # Its rows have no strict verdicts: asking for the strict table there is refused ...
     with pytest.raises(ValueError, match="strict_judge: None there, True now"):
-        run_eval(config(tmp_path), generator=CannedGenerator(), problems=PROBLEMS)
+        evaluate_model(config(tmp_path), generator=CannedGenerator(), problems=PROBLEMS)
     # ... and the same settings resume it with nothing to generate.
     idle = CannedGenerator()
-    run_eval(config(tmp_path, strict_judge=False), generator=idle, problems=PROBLEMS)
+    evaluate_model(config(tmp_path, strict_judge=False), generator=idle, problems=PROBLEMS)
     assert idle.calls == []
 
 
-def test_eval_command_with_the_tiny_model(tmp_path):
+def test_eval_model_command_with_the_tiny_model(tmp_path):
     """The real path: load a checkpoint, render chat prompts, sample, judge. A random model
     writes no code, so every sample is `no_code` and truncated at both lengths."""
     from typer.testing import CliRunner
@@ -231,9 +232,8 @@ def test_eval_command_with_the_tiny_model(tmp_path):
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert [len(sample["token_ids"]) for sample in samples] == [6, 6, 6, 6]
 
-    # The old name, kept for one release, is the same command (here resuming the finished
-    # run: nothing redone, the same summary) and says it is going.
-    again = CliRunner().invoke(app, ["eval", *arguments])
+    # Run again, it resumes the finished run: nothing redone, the same summary.
+    again = CliRunner().invoke(app, ["eval-model", *arguments])
     assert again.exit_code == 0, again.output
-    assert "`microcoder eval` is now `microcoder eval-model`" in again.output and "2 already done" in again.output
+    assert "2 already done" in again.output
     assert json.loads((out / "summary.json").read_text()) == summary

@@ -98,11 +98,11 @@ def test_generate_rejects_bad_arguments(tiny):
 
 def test_eval_and_probe_default_to_the_default_model():
     # They spell the name out so that importing them does not import transformers.
-    from microcoder.policy.evaluation import EvalConfig
+    from microcoder.policy.evaluation import ModelEvalConfig
     from microcoder.policy.model import DEFAULT_MODEL
     from microcoder.training.probe import ProbeConfig
 
-    assert EvalConfig().model == ProbeConfig().model == DEFAULT_MODEL
+    assert ModelEvalConfig().model == ProbeConfig().model == DEFAULT_MODEL
 
 
 def test_shared_prefill_runs_each_distinct_prompt_once_and_samples_the_same_tokens(tiny):

@@ -1,10 +1,12 @@
 """Reading the canonical format: every bad row is named by file, row and field."""
 
 import json
+import math
 
 import pytest
+from pydantic import ValidationError
 
-from microcoder.problems import ProblemFormatError, read_problems, write_problems
+from microcoder.problems import Problem, ProblemFormatError, parse_problem, read_problems, write_problems
 
 GOOD = {"id": "a", "prompt": "", "kind": "stdin", "tests": [{"input": "1", "output": "1"}]}
 
@@ -34,6 +36,42 @@ def test_a_bad_row_names_file_row_and_field(tmp_path, bad, field):
         read_problems(path)
     assert (error.value.path, error.value.row, error.value.field) == (str(path), 2, field)
     assert f"{path}: row 2: field '{field}'" in str(error.value)
+
+
+def test_the_model_refuses_a_time_limit_that_is_not_a_positive_finite_number():
+    # A zero limit would time out every run, nan compares false with every CPU time, and
+    # pydantic alone would read `true` as 1.0 and "2" as 2.0.
+    refused = [0, 0.0, -1, -0.5, math.nan, math.inf, -math.inf, True, False, "2", [2]]
+    for value in refused:
+        with pytest.raises(ValidationError, match="time_limit_s") as error:
+            Problem(**GOOD, time_limit_s=value)
+        assert error.value.errors()[0]["loc"] == ("time_limit_s",), value
+    assert "must be positive and finite, got 0" in str(_refusal(0))
+    assert "must be positive and finite, got nan" in str(_refusal(math.nan))
+    assert "must be a number of seconds, got True" in str(_refusal(True))
+    assert "must be a number of seconds, got '2'" in str(_refusal("2"))
+
+
+def _refusal(value) -> ValidationError:
+    try:
+        Problem(**GOOD, time_limit_s=value)
+    except ValidationError as error:
+        return error
+    raise AssertionError(f"time_limit_s={value!r} was accepted")
+
+
+def test_the_model_keeps_a_good_time_limit_or_none():
+    assert Problem(**GOOD, time_limit_s=0.25).time_limit_s == 0.25
+    whole = Problem(**GOOD, time_limit_s=3).time_limit_s
+    assert whole == 3.0 and isinstance(whole, float)
+    assert Problem(**GOOD).time_limit_s is None and Problem(**GOOD, time_limit_s=None).time_limit_s is None
+
+
+def test_a_record_with_a_bad_time_limit_names_its_field():
+    with pytest.raises(ProblemFormatError) as error:
+        parse_problem({**GOOD, "time_limit_s": -2}, "problems.jsonl", 7)
+    assert (error.value.path, error.value.row, error.value.field) == ("problems.jsonl", 7, "time_limit_s")
+    assert str(error.value) == "problems.jsonl: row 7: field 'time_limit_s': must be positive and finite, got -2"
 
 
 def test_bad_rows_can_be_collected_without_losing_the_good_ones(tmp_path):

@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from microcoder.evaluator import cgroups as cgroups_module
 from microcoder.evaluator import sandbox as sandbox_module
-from microcoder.evaluator.sandbox import IsolationPlan, Sandbox, SandboxConfig, cgroup_plan, isolation_plan
+from microcoder.evaluator.cgroups import cgroup_plan
+from microcoder.evaluator.isolation import IsolationPlan, command_succeeds, isolation_plan
+from microcoder.evaluator.sandbox import Sandbox, SandboxConfig
 
 PLAN = cgroup_plan()
 needs_cgroup = pytest.mark.skipif(not PLAN.available, reason=f"no writable memory cgroup here: {PLAN.description}")
@@ -190,7 +193,7 @@ def test_what_a_runs_own_cgroup_namespace_would_show_holds_no_limit(sandbox):
     # limit there (as a run with a way past the seccomp filter could) and the limits above
     # it still hold.
     assert sandbox.run_program("print(1)").status == "ok"
-    leaves = [os.path.join(path, sandbox_module.RUN_CGROUP) for path in sandbox.memory_cgroups + sandbox.pids_cgroups]
+    leaves = [os.path.join(path, cgroups_module.RUN_CGROUP) for path in sandbox.memory_cgroups + sandbox.pids_cgroups]
     lifted = 0
     for leaf in leaves:  # v1: unlimited before, so memory first, then memory + swap
         for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.max", "pids.max"):
@@ -253,7 +256,9 @@ os.setgroups([])
 os.setgid(65534)
 os.setuid(65534)
 os.environ["HOME"] = "/tmp"
-from microcoder.evaluator.sandbox import Sandbox, SandboxConfig, cgroup_plan, isolation_plan
+from microcoder.evaluator.cgroups import cgroup_plan
+from microcoder.evaluator.isolation import isolation_plan
+from microcoder.evaluator.sandbox import Sandbox, SandboxConfig
 print(isolation_plan().description, "|", cgroup_plan().description, file=sys.stderr)
 with Sandbox(config=SandboxConfig(workers=1, cgroup="required")) as box:
     runs = [box.run_program(source, time_limit_s=20, memory_limit_mb=limit) for source, limit in json.load(sys.stdin)]
@@ -270,7 +275,7 @@ def delegated_to_nobody(tmp_path):
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all"]
     namespaces = [unshare, "--user", "--map-root-user", "--net", "--mount", "--ipc", "true"]
-    if not (unshare and shutil.which("setpriv") and sandbox_module._works([*as_nobody, *namespaces])):
+    if not (unshare and shutil.which("setpriv") and command_succeeds([*as_nobody, *namespaces])):
         pytest.skip("nobody cannot make user namespaces here")
     name = f"delegated-to-nobody-{os.getpid()}"
     made = [os.path.join(parent, name) for parent in (PLAN.memory_parent, PLAN.pids_parent)]
@@ -284,7 +289,7 @@ def delegated_to_nobody(tmp_path):
         yield made, stage
     finally:
         for path in made:
-            assert sandbox_module._remove_cgroup(path), f"left {path}"
+            assert cgroups_module._remove_cgroup(path), f"left {path}"
 
 
 @needs_cgroup
@@ -344,7 +349,7 @@ def test_closing_the_sandbox_removes_its_cgroups():
 def test_a_worker_that_dies_is_replaced_and_its_cgroup_removed(sandbox):
     assert sandbox.run_program("print(1)").status == "ok"
     (worker,) = sandbox._all
-    paths = list(worker.cgroup_paths)
+    paths = list(worker.cgroups.paths)
     os.kill(worker.process.pid, signal.SIGKILL)  # as an OOM killer outside might
     worker.process.wait()
     assert sandbox.run_program("print(2)").stdout == b"2\n"  # a fresh worker, with cgroups of its own
@@ -356,13 +361,13 @@ def test_a_worker_that_dies_is_replaced_and_its_cgroup_removed(sandbox):
 def test_a_cgroup_removed_under_its_worker_costs_one_run(sandbox):
     assert sandbox.run_program("print(1)").status == "ok"
     (worker,) = sandbox._all
-    for path in reversed(worker.cgroup_paths):  # empty between runs, so rmdir takes it
-        os.rmdir(os.path.join(path, sandbox_module.RUN_CGROUP))
+    for path in reversed(worker.cgroups.paths):  # empty between runs, so rmdir takes it
+        os.rmdir(os.path.join(path, cgroups_module.RUN_CGROUP))
         os.rmdir(path)
     broken = sandbox.run_program("print(2)")  # it cannot join: a judge's failure, not the program's
     assert broken.status == "sandbox_error", broken
     assert sandbox.run_program("print(3)").stdout == b"3\n"  # a fresh worker, with cgroups of its own
-    assert sandbox._all[0] is not worker and all(os.path.isdir(path) for path in sandbox._all[0].cgroup_paths)
+    assert sandbox._all[0] is not worker and all(os.path.isdir(path) for path in sandbox._all[0].cgroups.paths)
 
 
 KILLED_OWNER = """
@@ -406,9 +411,9 @@ def test_cgroups_left_by_a_killed_process_are_removed_by_the_next_start():
 
 
 def test_without_a_writable_cgroup_the_sandbox_warns_once_and_runs(monkeypatch):
-    missing = sandbox_module.CgroupPlan(None, None, None, "no cgroup hierarchy with a memory controller is mounted")
-    monkeypatch.setattr(sandbox_module, "cgroup_plan", lambda: missing)
-    monkeypatch.setattr(sandbox_module, "_warned_no_cgroup", False)
+    missing = cgroups_module.CgroupPlan(None, None, None, "no cgroup hierarchy with a memory controller is mounted")
+    monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: missing)
+    monkeypatch.setattr(cgroups_module, "_warned_no_cgroup", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(2):
@@ -443,13 +448,13 @@ def test_v2_is_used_where_its_memory_controller_is_there(tmp_path):
     own.mkdir(parents=True)
     (own / "cgroup.controllers").write_text("cpu memory pids\n")
     (own / "cgroup.subtree_control").write_text("memory pids\n")
-    plan = sandbox_module.find_cgroups("0::/system.slice/job\n",
+    plan = cgroups_module.find_cgroups("0::/system.slice/job\n",
                                        mount_line(str(tmp_path / "v2"), "cgroup2", "rw", root="/"))
     assert (plan.version, plan.memory_parent, plan.pids_parent) == (2, str(own), str(own))
     for probe in own.glob("microcoder-probe-*"):  # a real cgroup's rmdir takes its control files along
         shutil.rmtree(probe)
     # The same cgroup, seen through a mount whose root is our own cgroup (a cgroup namespace).
-    plan = sandbox_module.find_cgroups("0::/system.slice/job\n",
+    plan = cgroups_module.find_cgroups("0::/system.slice/job\n",
                                        mount_line(str(own), "cgroup2", "rw", root="/system.slice/job"))
     assert plan.memory_parent == str(own)
 
@@ -462,14 +467,14 @@ def test_v1_is_used_where_v2_has_no_memory_controller(tmp_path):
     mountinfo = "\n".join([mount_line(str(v2), "cgroup2", "rw"),
                            mount_line(str(tmp_path / "memory"), "cgroup", "rw,memory"),
                            mount_line(str(pids), "cgroup", "rw,pids")])
-    plan = sandbox_module.find_cgroups("8:pids:/\n4:memory:/process_api/abc\n0::/\n", mountinfo)
+    plan = cgroups_module.find_cgroups("8:pids:/\n4:memory:/process_api/abc\n0::/\n", mountinfo)
     assert (plan.version, plan.memory_parent, plan.pids_parent) == (1, str(memory), str(pids))
     assert "v1" in plan.description
 
 
 def test_no_memory_hierarchy_means_no_plan_and_says_why(tmp_path):
     (tmp_path / "cgroup.controllers").write_text("cpu io\n")
-    plan = sandbox_module.find_cgroups("0::/\n", mount_line(str(tmp_path), "cgroup2", "rw"))
+    plan = cgroups_module.find_cgroups("0::/\n", mount_line(str(tmp_path), "cgroup2", "rw"))
     assert not plan.available
     assert "gives our cgroup no memory controller" in plan.description, plan
     assert "no cgroup v1 memory hierarchy" in plan.description, plan
@@ -483,50 +488,50 @@ def gone_pid() -> int:
 
 @needs_cgroup
 def test_a_stale_cgroup_of_a_process_that_is_gone_is_reaped():
-    stale = os.path.join(PLAN.memory_parent, f"microcoder-{sandbox_module._pid_namespace()}.{gone_pid()}.1-0")
+    stale = os.path.join(PLAN.memory_parent, f"microcoder-{cgroups_module._pid_namespace()}.{gone_pid()}.1-0")
     os.mkdir(stale)
-    os.mkdir(os.path.join(stale, sandbox_module.RUN_CGROUP))
+    os.mkdir(os.path.join(stale, cgroups_module.RUN_CGROUP))
     try:
-        ours = sandbox_module.reap_stale_cgroups(PLAN)
+        ours = cgroups_module.reap_stale_cgroups(PLAN)
         assert stale in ours and not os.path.exists(stale)
     finally:
-        sandbox_module._remove_cgroup_tree(stale)
+        cgroups_module._remove_cgroup_tree(stale)
 
 
 @needs_cgroup
 def test_a_cgroup_whose_lock_a_worker_holds_is_not_reaped():
     # Named in our pid namespace after a process that is gone (as a maker in another time
     # namespace would read), but a live worker holds its lock: it stays, until released.
-    held = os.path.join(PLAN.memory_parent, f"microcoder-{sandbox_module._pid_namespace()}.{gone_pid()}.1-0")
-    lock = sandbox_module._make_locked_cgroup(held)
+    held = os.path.join(PLAN.memory_parent, f"microcoder-{cgroups_module._pid_namespace()}.{gone_pid()}.1-0")
+    lock = cgroups_module._make_locked_cgroup(held)
     try:
-        assert held not in sandbox_module.reap_stale_cgroups(PLAN) and os.path.isdir(held)
+        assert held not in cgroups_module.reap_stale_cgroups(PLAN) and os.path.isdir(held)
         os.close(lock)
         lock = None
-        assert held in sandbox_module.reap_stale_cgroups(PLAN) and not os.path.exists(held)
+        assert held in cgroups_module.reap_stale_cgroups(PLAN) and not os.path.exists(held)
     finally:
         if lock is not None:
             os.close(lock)
-        sandbox_module._remove_cgroup_tree(held)
+        cgroups_module._remove_cgroup_tree(held)
 
 
 @needs_cgroup
 def test_a_cgroup_left_by_another_pid_namespace_is_reaped_once_old_and_unlocked():
     # Named in a pid namespace that is not ours (one that is gone: a container that exited).
     # Its pid cannot be looked up here, so only the lock and the age decide.
-    other = int(sandbox_module._pid_namespace()) + 1
+    other = int(cgroups_module._pid_namespace()) + 1
     paths = [os.path.join(PLAN.memory_parent, f"microcoder-{other}.{pid}.1-0") for pid in (11, 12, 13)]
     old, young, locked = paths
     lock = None
     try:
         for path in (old, young):
             os.mkdir(path)
-            os.mkdir(os.path.join(path, sandbox_module.RUN_CGROUP))
-        lock = sandbox_module._make_locked_cgroup(locked)
+            os.mkdir(os.path.join(path, cgroups_module.RUN_CGROUP))
+        lock = cgroups_module._make_locked_cgroup(locked)
         hour_ago = time.time() - 3600
         for path in (old, locked):
             os.utime(path, (hour_ago, hour_ago))
-        reaped = sandbox_module.reap_stale_cgroups(PLAN)
+        reaped = cgroups_module.reap_stale_cgroups(PLAN)
         assert old in reaped and not os.path.exists(old)
         assert young not in reaped and os.path.isdir(young)  # may be a maker about to take its lock
         assert locked not in reaped and os.path.isdir(locked)  # a live worker's, in any namespace
@@ -534,7 +539,7 @@ def test_a_cgroup_left_by_another_pid_namespace_is_reaped_once_old_and_unlocked(
         if lock is not None:
             os.close(lock)
         for path in paths:
-            sandbox_module._remove_cgroup_tree(path)
+            cgroups_module._remove_cgroup_tree(path)
 
 
 # A Sandbox in a pid namespace of its own, sharing our cgroups: between runs its worker's
@@ -554,7 +559,7 @@ with Sandbox(config=SandboxConfig(workers=1)) as box:
 def test_the_cgroups_of_a_sandbox_in_another_pid_namespace_are_left_alone():
     unshare = shutil.which("unshare")
     command = [unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-c", OTHER_NAMESPACE]
-    if not sandbox_module._works([unshare, "--pid", "--fork", "--mount-proc", "true"]):
+    if not command_succeeds([unshare, "--pid", "--fork", "--mount-proc", "true"]):
         pytest.skip("cannot make a pid namespace here")
     other = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPOSITORY)
     try:
@@ -562,7 +567,7 @@ def test_the_cgroups_of_a_sandbox_in_another_pid_namespace_are_left_alone():
         other.stdin.flush()
         status, output, *theirs = other.stdout.readline().split()
         assert (status, output) == ("ok", "1") and theirs, theirs
-        assert sandbox_module.reap_stale_cgroups(PLAN) == []
+        assert cgroups_module.reap_stale_cgroups(PLAN) == []
         with Sandbox(config=SandboxConfig(workers=1)) as box:  # its start reaps too
             assert box.run_program("print(2)").stdout == b"2\n"
         assert all(os.path.isdir(path) for path in theirs)
@@ -578,9 +583,9 @@ def test_the_cgroups_of_a_sandbox_in_another_pid_namespace_are_left_alone():
 def test_a_worker_whose_cgroup_cannot_be_made_runs_on_rlimits_with_the_one_warning(monkeypatch, tmp_path):
     # The plan said yes, the mkdir says no (a parent gone, a full cgroup tree): cgroup="auto"
     # is a judge without the cgroup and one warning, not a failed evaluate().
-    broken = sandbox_module.CgroupPlan(1, str(tmp_path / "gone"), None, "a v1 memory parent that is gone")
-    monkeypatch.setattr(sandbox_module, "cgroup_plan", lambda: broken)
-    monkeypatch.setattr(sandbox_module, "_warned_no_cgroup", False)
+    broken = cgroups_module.CgroupPlan(1, str(tmp_path / "gone"), None, "a v1 memory parent that is gone")
+    monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: broken)
+    monkeypatch.setattr(cgroups_module, "_warned_no_cgroup", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Sandbox(config=SandboxConfig(workers=2)) as box:

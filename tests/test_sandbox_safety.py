@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
-from microcoder.evaluator.sandbox import isolation_plan
+from microcoder.evaluator.isolation import isolation_plan
 from microcoder.problems import Checker
 from tests.helpers import call_problem, stdin_problem
 

@@ -8,7 +8,8 @@ import textwrap
 import pytest
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
-from microcoder.evaluator.sandbox import RUN_ENVIRONMENT, Sandbox, isolation_plan
+from microcoder.evaluator.isolation import isolation_plan
+from microcoder.evaluator.sandbox import RUN_ENVIRONMENT, Sandbox
 from tests.helpers import call_problem
 
 
@@ -314,12 +315,13 @@ def test_without_a_uid_of_its_own_a_run_cannot_unmount_what_hides_our_files(monk
     import shutil
 
     from microcoder.evaluator import sandbox as sandbox_module
+    from microcoder.evaluator.isolation import IsolationPlan, command_succeeds
 
     unshare = shutil.which("unshare")
     prefix = (unshare, "--user", "--map-root-user", "--net", "--mount", "--ipc")
-    if not unshare or not sandbox_module._works([*prefix, "true"]):
+    if not unshare or not command_succeeds([*prefix, "true"]):
         pytest.skip("user namespaces are not available here")
-    plan = sandbox_module.IsolationPlan(prefix, False, True, "namespaces; runs keep the caller's uid")
+    plan = IsolationPlan(prefix, False, True, "namespaces; runs keep the caller's uid")
     monkeypatch.setattr(sandbox_module, "isolation_plan", lambda mode: plan)
     secret = tmp_path / "expected-outputs.txt"  # under /tmp, which the worker covers
     secret.write_text("secret")

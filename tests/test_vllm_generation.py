@@ -15,7 +15,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here: scripts/test_vll
 
 import torch  # noqa: E402
 
-from microcoder.policy.evaluation import EvalConfig, run_eval  # noqa: E402
+from microcoder.policy.evaluation import ModelEvalConfig, evaluate_model  # noqa: E402
 from microcoder.policy.generation import generate  # noqa: E402
 from microcoder.policy.model import load_model_and_tokenizer, tiny_model_and_tokenizer  # noqa: E402
 from microcoder.policy.prompts import render_prompt  # noqa: E402
@@ -77,9 +77,9 @@ def test_n_samples_at_a_temperature_are_seeded_and_cover_the_limit(tiny):
 def test_eval_model_runs_through_vllm(tiny, tmp_path):
     model, tokenizer = tiny
     problems = tiny_problems()[1]
-    config = EvalConfig(model=model.name_or_path, problems="tiny", out=tmp_path / "eval", n=2, max_new_tokens=(8, 16),
+    config = ModelEvalConfig(model=model.name_or_path, problems="tiny", out=tmp_path / "eval", n=2, max_new_tokens=(8, 16),
                         temperature=0.7, backend="vllm", workers=2, strict_judge=False)
-    summary = run_eval(config, problems=problems)
+    summary = evaluate_model(config, problems=problems)
     rows = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == len(problems) * 2 and all(row["num_tokens"] <= 16 for row in rows)
     assert json.loads((tmp_path / "eval" / "summary.json").read_text()) == json.loads(json.dumps(summary))

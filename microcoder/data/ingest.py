@@ -221,9 +221,7 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
                 on_error(ProblemFormatError(path, row, "(json)", error))
             else:
                 rows.append((row, record))
-        from microcoder.evaluator.evaluate import with_checked_time_limits
-
-        return parse_problems(with_checked_time_limits(rows, path, on_error), path, on_error), rejects
+        return parse_problems(rows, path, on_error), rejects
     if format == "auto":
         format = detect_format(path, first)
     sandbox = context.evaluator().sandbox if format in ASSERT_FORMATS else None

@@ -131,10 +131,7 @@ def read_stage_problems(path: Path, stage: str) -> tuple[list[Problem], list[Rej
     def on_error(error: ProblemFormatError) -> None:
         rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
 
-    from microcoder.evaluator.evaluate import with_checked_time_limits
-
-    rows = with_checked_time_limits(iter_jsonl(path, on_error), path, on_error)
-    return parse_problems(rows, path, on_error), rejects
+    return parse_problems(iter_jsonl(path, on_error), path, on_error), rejects
 
 
 def read_manifest(config: PipelineConfig, stage: str) -> dict[str, Any] | None:

@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from microcoder.evaluator.evaluate import (EvaluationResult, Evaluator, EvaluatorConfig, Sample, read_problems_checked,
-                                          read_samples, summarize)
-from microcoder.problems import Problem, ProblemFormatError, iter_jsonl
+from microcoder.evaluator.evaluate import EvaluationResult, Evaluator, EvaluatorConfig, Sample, read_samples, summarize
+from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, read_problems
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def run_evaluate(job: EvaluateJob, console: Console | None = None, default: Defa
         else:
             if job.samples is None:
                 raise ValueError("--samples is required with --problems")
-            problems, samples = read_problems_checked(job.problems), read_samples(str(job.samples))
+            problems, samples = read_problems(job.problems), read_samples(str(job.samples))
         done, previous = _done_keys(job.out) if job.resume and job.out.exists() else (set(), [])
         counts: dict[str, int] = {}
         keyed = []

@@ -10,21 +10,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from microcoder.algorithms.pass_at_k import mean_pass_at_k
 from microcoder.evaluator.compare import judge_call, judge_stdout, loads_like_livecodebench
 from microcoder.evaluator.extract import extract_code
 from microcoder.evaluator.sandbox import (DEFAULT_MEMORY_LIMIT_MB, DEFAULT_OUTPUT_LIMIT_MB, DEFAULT_TIME_LIMIT_S, ProgramRun,
                                          Sandbox, SandboxConfig)
-from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl, parse_problems
+from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl, time_limit_error
 
 VERDICTS = (
     "accepted",
@@ -85,39 +83,6 @@ class EvaluatorConfig:
             problem = time_limit_error(getattr(self, name))
             if problem:
                 raise ValueError(f"{name} {problem}")
-
-
-def time_limit_error(value: object) -> str | None:
-    """Why `value` is not a usable time limit or scale (a positive, finite number), or None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be a number of seconds, got {value!r}"
-    if not math.isfinite(value) or value <= 0:
-        return f"must be positive and finite, got {value!r}"
-    return None
-
-
-def with_checked_time_limits(
-    rows: Iterable[tuple[int, Any]], path: str | Path, on_error: Callable[[ProblemFormatError], None] | None = None
-) -> Iterator[tuple[int, Any]]:
-    """The (row, record) pairs of a problems file, less those whose `time_limit_s` is set
-    but not a positive finite number: each raises a ProblemFormatError naming file, row
-    and field, or with `on_error` is passed to it and skipped. (`Problem` itself reads
-    0, negatives, nan and `true` as numbers; a zero limit would time out every run.)"""
-    for row, record in rows:
-        limit = record.get("time_limit_s") if isinstance(record, dict) else None
-        problem = time_limit_error(limit) if limit is not None else None
-        if problem:
-            failure = ProblemFormatError(path, row, "time_limit_s", problem)
-            if on_error is None:
-                raise failure
-            on_error(failure)
-            continue
-        yield row, record
-
-
-def read_problems_checked(path: str | Path) -> list[Problem]:
-    """`read_problems`, with each row's `time_limit_s` checked as above."""
-    return parse_problems(with_checked_time_limits(iter_jsonl(path), path), path)
 
 
 @dataclass
@@ -347,9 +312,6 @@ class Evaluator:
             problem = by_id.get(sample.problem_id)
             if problem is None:
                 raise KeyError(f"sample {position}: unknown problem_id {sample.problem_id!r}")
-            if problem.time_limit_s is not None and time_limit_error(problem.time_limit_s):
-                raise ValueError(f"problem {problem.id!r}: field 'time_limit_s' "
-                                 f"{time_limit_error(problem.time_limit_s)}")
             code = sample.code if sample.code is not None else extract_code(sample.response or "", problem.entry_point)
             states.append(_SampleState(problem, code))
 

@@ -54,7 +54,7 @@ JUDGES = ("robust", "strict")
 
 
 @dataclass(frozen=True)
-class EvalConfig:
+class ModelEvalConfig:
     """Settings of `microcoder eval-model`."""
 
     model: str = "smollm2-135m-instruct"
@@ -244,9 +244,10 @@ def load_eval_problems(spec: str, seed: int = 0) -> list[Problem]:
     return named_problems(spec, "heldout", seed)
 
 
-def run_eval(config: EvalConfig, console: Console | None = None, generator: ResponseGenerator | None = None,
-             problems: Sequence[Problem] | None = None) -> dict:
-    """Run (or resume) an evaluation; returns the summary also written to summary.json.
+def evaluate_model(config: ModelEvalConfig, console: Console | None = None,
+                   generator: ResponseGenerator | None = None, problems: Sequence[Problem] | None = None) -> dict:
+    """Sample from a model and judge its responses (run or resume `microcoder eval-model`);
+    returns the summary also written to summary.json.
 
     `generator` and `problems` default to those named by the config (tests inject both).
     """
@@ -391,7 +392,7 @@ def _read_result_rows(path: Path) -> list[ResultRow]:
     return rows
 
 
-def _prepare_out_dir(out: Path, config: EvalConfig, by_id: Mapping[str, Problem]) -> set[str]:
+def _prepare_out_dir(out: Path, config: ModelEvalConfig, by_id: Mapping[str, Problem]) -> set[str]:
     """Create `out` or resume it: check the settings match, keep only complete problems'
     rows, and return their ids."""
     out.mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Literal
@@ -255,11 +255,12 @@ def validated(model: type[BaseModel], body):
 
 def check_limits(problem: Problem, where: str, max_time_limit_s: float) -> None:
     """422 naming the field for a request's problem whose limits no run can have: a time
-    limit that is not a positive number up to the server's --max-run-timeout, a memory
-    limit that is not positive or is more than the machine's memory."""
+    limit over the server's --max-run-timeout (`Problem` itself refuses one that is not
+    positive and finite), a memory limit that is not positive or is more than the
+    machine's memory."""
     time_limit = problem.time_limit_s
-    if time_limit is not None and not 0 < time_limit <= max_time_limit_s:
-        raise RequestError(422, f"{where}.time_limit_s", f"{where}.time_limit_s: must be positive and at most "
+    if time_limit is not None and time_limit > max_time_limit_s:
+        raise RequestError(422, f"{where}.time_limit_s", f"{where}.time_limit_s: must be at most "
                            f"this server's limit of {max_time_limit_s} s, got {shown(time_limit)}")
     memory = problem.memory_limit_mb
     if memory is not None and not 0 < memory <= MACHINE_MEMORY_MB:
@@ -390,191 +391,250 @@ async def _client_left(request: Request) -> None:
 
 
 def create_app(service: Service) -> FastAPI:
-    config = service.config
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        service.loop, service.stopped = asyncio.get_running_loop(), asyncio.Event()
-        if service.stopping.is_set():
-            service.stopped.set()
-        await run_in_threadpool(service.start)
-        yield
-        await run_in_threadpool(service.close)
-
-    app = FastAPI(title="microcoder evaluator", lifespan=lifespan, docs_url=None, redoc_url=None,
+    """The app serving `service`: /health, and /run_code and /evaluate behind the bearer
+    token; every refusal in our JSON shape; `_Gate` in front of it all. The handlers find
+    the service on `app.state.service`."""
+    app = FastAPI(title="microcoder evaluator", lifespan=_lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
-
-    @app.exception_handler(RequestError)
-    async def refuse(request: Request, error: RequestError) -> JSONResponse:
-        return JSONResponse({"detail": error.message, "field": error.field}, error.status, headers=error.headers)
-
-    @app.exception_handler(HTTPException)
-    async def no_route(request: Request, error: HTTPException) -> JSONResponse:
-        # Starlette's own refusals (no such path, a method the path does not take) in our shape.
-        if error.status_code == 405:
-            field, detail = "(method)", f"{request.method} is not allowed on {request.url.path}"
-        elif error.status_code == 404:
-            field, detail = "(path)", f"no endpoint {request.url.path}; there are /run_code, /evaluate and /health"
-        else:
-            field, detail = "(request)", str(error.detail)
-        return JSONResponse({"detail": detail, "field": field}, error.status_code, headers=error.headers)
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, error: Exception) -> JSONResponse:
-        # A bug of ours: the traceback goes to the log (Starlette logs it after this answer),
-        # the client gets our shape and nothing of the server's internals.
-        return JSONResponse({"detail": "internal error of the server; its log has the cause", "field": "(server)"},
-                            500)
-
-    def check_token(request: Request) -> None:
-        if config.token is None:
-            return
-        given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, f"Bearer {config.token}".encode()):  # constant time
-            raise RequestError(401, "Authorization", "missing or wrong bearer token",
-                               {"WWW-Authenticate": "Bearer"})
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        sandbox = service.evaluator.sandbox if service.evaluator else None
-        body = {"status": "stopping" if service.stopping.is_set() else "ok",
-                "workers": sandbox.size if sandbox else 0,
-                "isolation": sandbox.plan.description if sandbox else "",
-                "admitted": service.admitted, "queue_limit": config.queue_limit,
-                "problems": len(service.problems)}
-        return JSONResponse(body, 503 if service.stopping.is_set() else 200)
-
-    @app.post("/run_code", dependencies=[Depends(check_token)])
-    async def run_code(request: Request) -> JSONResponse:
-        arrived = time.monotonic()
-        if service.stopping.is_set():
-            raise _shutting_down()
-        args = validated(RunCodeRequest, await read_json(request, config.max_body_bytes, config.upload_timeout_s))
-        if args.run_timeout > config.max_run_timeout_s:
-            raise RequestError(422, "run_timeout", f"run_timeout: {args.run_timeout} is over this server's "
-                               f"limit of {config.max_run_timeout_s} s")
-        memory = config.memory_limit_mb if args.memory_limit_MB == -1 else args.memory_limit_MB
-        # The client's budget (verl's requests.post timeout), less the answer's way back.
-        deadline = arrived + args.compile_timeout + args.run_timeout + config.client_grace_s - REPLY_MARGIN_S
-        stop = RunStop()
-        service.admit(1)
-        try:
-            future = service.run_executor.submit(
-                service.evaluator.sandbox.run, args.code, args.stdin or "",
-                time_limit_s=args.run_timeout, memory_limit_mb=memory, deadline=deadline, stop=stop)
-        except RuntimeError:  # the executor shut down between admit and submit
-            service.release(1)
-            raise _shutting_down() from None
-        # Released when the run ends, not when this coroutine does: a run that was stopped
-        # holds its worker until its process group is gone.
-        future.add_done_callback(lambda _: service.release(1))
-        result = asyncio.wrap_future(future)
-        # The handler's own deadline: whatever holds the run up (a worker busy with a batch,
-        # a loaded machine reaping it), the client hears from us before its budget ends.
-        answer_by = deadline + REPLY_MARGIN_S / 2
-        done = await _first(result, _client_left(request), service.stopped.wait(),
-                            timeout=max(answer_by - time.monotonic(), 0))
-        if result not in done:
-            if not done:  # past the handler's deadline
-                stop.stop()
-                future.cancel()
-                raise _no_time_to_run()
-            if not service.stopping.is_set():  # the client hung up: nobody wants this run any more
-                stop.stop()
-                future.cancel()
-                raise RequestError(499, "(client)", "the client closed the connection")
-            left = min(service.stop_deadline - SHUTDOWN_MARGIN_S, answer_by) - time.monotonic()
-            if result not in await _first(result, timeout=max(left, 0)):
-                stop.stop()
-                future.cancel()
-                raise _shutting_down()
-        run = result.result()
-        if run.status == "sandbox_error":
-            LOG.warning("sandbox error on /run_code: %s", " | ".join(run.detail.strip().splitlines()))
-        if waited_out(run, args.run_timeout):
-            raise _no_time_to_run()
-        return JSONResponse(run_code_response(run))
-
-    @app.post("/evaluate", dependencies=[Depends(check_token)])
-    async def evaluate(request: Request) -> StreamingResponse:
-        if service.stopping.is_set():
-            raise _shutting_down()
-        batch = validated(EvaluateRequest, await read_json(request, config.max_body_bytes, config.upload_timeout_s))
-        if len(batch.samples) > config.queue_limit:
-            raise RequestError(422, "samples", f"samples: {len(batch.samples)} samples, more than this server's "
-                               f"queue limit of {config.queue_limit}; split the batch")
-        problems, samples = resolve_batch(batch, service.problems, config.max_run_timeout_s)
-        evaluator = service.evaluator.judging(batch.mode or config.mode)
-        # A result row carries `index`, the sample's position in the request (rows come in
-        # the order samples finish). evaluate() numbers samples per problem in order.
-        seen: Counter[str] = Counter()
-        position: dict[tuple[str, int], int] = {}
-        for index, sample in enumerate(samples):
-            position[(sample.problem_id, seen[sample.problem_id])] = index
-            seen[sample.problem_id] += 1
-        service.admit(len(samples))
-
-        loop = asyncio.get_running_loop()
-        rows: asyncio.Queue = asyncio.Queue()
-        client_gone = threading.Event()
-
-        def post(item) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening
-                loop.call_soon_threadsafe(rows.put_nowait, item)
-
-        def on_result(result: EvaluationResult) -> None:
-            # Raising here stops the batch: evaluate() cancels the work units not yet
-            # started, so a client that left (or a shutdown) frees the workers within
-            # the samples already running.
-            if client_gone.is_set() or service.stopping.is_set():
-                raise _BatchStopped
-            if result.verdict == "sandbox_error" and not result.detail.startswith(PRELUDE_FAILS):
-                # The sandbox's own errors name its paths: the cause goes to the log.
-                LOG.warning("sandbox error on /evaluate: %s", " | ".join(result.detail.strip().splitlines()))
-                result = dataclasses.replace(result, detail=SANDBOX_ERROR_MESSAGE)
-            post(("row", result))
-
-        def judge() -> None:
-            try:
-                post(("done", evaluator.evaluate(problems, samples, on_result)))
-            except _BatchStopped:
-                post(("error", "the batch was stopped: the server is shutting down"))
-            except Exception:  # noqa: BLE001 - reported to the client, the server goes on
-                LOG.exception("an /evaluate batch failed")
-                post(("error", "the batch failed: an internal error of the server; its log has the cause"))
-            finally:
-                service.release(len(samples))
-
-        threading.Thread(target=judge, name="evaluate", daemon=True).start()
-
-        async def next_row():
-            got = asyncio.ensure_future(rows.get())
-            if got not in await _first(got, service.stopped.wait()):
-                left = service.stop_deadline - SHUTDOWN_MARGIN_S - time.monotonic()
-                if got not in await _first(got, timeout=max(left, 0)):
-                    got.cancel()
-                    return "error", "the batch was stopped: the server is shutting down"
-            return got.result()
-
-        async def stream():
-            try:
-                while True:
-                    kind, item = await next_row()
-                    if kind == "row":
-                        yield _line({"index": position[(item.problem_id, item.sample_index)], **asdict(item)})
-                    elif kind == "done":
-                        yield _line({"done": True, "samples": len(item), "summary": summarize(item)})
-                        return
-                    else:
-                        yield _line({"error": item})
-                        return
-            finally:  # the stream ended, or was cancelled because the client disconnected
-                client_gone.set()
-
-        return StreamingResponse(stream(), media_type="application/x-ndjson")
-
+    app.state.service = service
+    app.add_exception_handler(RequestError, _refuse)
+    app.add_exception_handler(HTTPException, _no_route)
+    app.add_exception_handler(Exception, _internal_error)
+    app.add_api_route("/health", _health, methods=["GET"])
+    app.add_api_route("/run_code", _run_code, methods=["POST"], dependencies=[Depends(_check_token)])
+    app.add_api_route("/evaluate", _evaluate, methods=["POST"], dependencies=[Depends(_check_token)])
     app.add_middleware(_Gate, service=service)
     return app
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    """Start the workers before the first request; close them after the last."""
+    service: Service = app.state.service
+    service.loop, service.stopped = asyncio.get_running_loop(), asyncio.Event()
+    if service.stopping.is_set():
+        service.stopped.set()
+    await run_in_threadpool(service.start)
+    yield
+    await run_in_threadpool(service.close)
+
+
+# ------------------------------------------------------------------ refusals
+
+
+async def _refuse(request: Request, error: RequestError) -> JSONResponse:
+    return JSONResponse({"detail": error.message, "field": error.field}, error.status, headers=error.headers)
+
+
+async def _no_route(request: Request, error: HTTPException) -> JSONResponse:
+    # Starlette's own refusals (no such path, a method the path does not take) in our shape.
+    if error.status_code == 405:
+        field, detail = "(method)", f"{request.method} is not allowed on {request.url.path}"
+    elif error.status_code == 404:
+        field, detail = "(path)", f"no endpoint {request.url.path}; there are /run_code, /evaluate and /health"
+    else:
+        field, detail = "(request)", str(error.detail)
+    return JSONResponse({"detail": detail, "field": field}, error.status_code, headers=error.headers)
+
+
+async def _internal_error(request: Request, error: Exception) -> JSONResponse:
+    # A bug of ours: the traceback goes to the log (Starlette logs it after this answer),
+    # the client gets our shape and nothing of the server's internals.
+    return JSONResponse({"detail": "internal error of the server; its log has the cause", "field": "(server)"},
+                        500)
+
+
+def _check_token(request: Request) -> None:
+    token = _service(request).config.token
+    if token is None:
+        return
+    given = request.headers.get("authorization", "").encode()
+    if not hmac.compare_digest(given, f"Bearer {token}".encode()):  # constant time
+        raise RequestError(401, "Authorization", "missing or wrong bearer token",
+                           {"WWW-Authenticate": "Bearer"})
+
+
+# ------------------------------------------------------------------ /health
+
+
+async def _health(request: Request) -> JSONResponse:
+    service = _service(request)
+    sandbox = service.evaluator.sandbox if service.evaluator else None
+    body = {"status": "stopping" if service.stopping.is_set() else "ok",
+            "workers": sandbox.size if sandbox else 0,
+            "isolation": sandbox.plan.description if sandbox else "",
+            "admitted": service.admitted, "queue_limit": service.config.queue_limit,
+            "problems": len(service.problems)}
+    return JSONResponse(body, 503 if service.stopping.is_set() else 200)
+
+
+# ------------------------------------------------------------------ /run_code
+
+
+async def _run_code(request: Request) -> JSONResponse:
+    arrived = time.monotonic()
+    service = _service(request)
+    config = service.config
+    if service.stopping.is_set():
+        raise _shutting_down()
+    args = validated(RunCodeRequest, await read_json(request, config.max_body_bytes, config.upload_timeout_s))
+    if args.run_timeout > config.max_run_timeout_s:
+        raise RequestError(422, "run_timeout", f"run_timeout: {args.run_timeout} is over this server's "
+                           f"limit of {config.max_run_timeout_s} s")
+    memory = config.memory_limit_mb if args.memory_limit_MB == -1 else args.memory_limit_MB
+    # The client's budget (verl's requests.post timeout), less the answer's way back.
+    deadline = arrived + args.compile_timeout + args.run_timeout + config.client_grace_s - REPLY_MARGIN_S
+    stop = RunStop()
+    future = _submit_run(service, args, memory, deadline, stop)
+    run = await _answer_in_time(service, request, future, stop, deadline)
+    if run.status == "sandbox_error":
+        LOG.warning("sandbox error on /run_code: %s", " | ".join(run.detail.strip().splitlines()))
+    if waited_out(run, args.run_timeout):
+        raise _no_time_to_run()
+    return JSONResponse(run_code_response(run))
+
+
+def _submit_run(service: Service, args: RunCodeRequest, memory_limit_mb: int, deadline: float,
+                stop: RunStop) -> Future:
+    """Admit one run and hand it to the run threads; it is released when the run ends."""
+    service.admit(1)
+    try:
+        future = service.run_executor.submit(
+            service.evaluator.sandbox.run, args.code, args.stdin or "",
+            time_limit_s=args.run_timeout, memory_limit_mb=memory_limit_mb, deadline=deadline, stop=stop)
+    except RuntimeError:  # the executor shut down between admit and submit
+        service.release(1)
+        raise _shutting_down() from None
+    # Released when the run ends, not when the request's coroutine does: a run that was
+    # stopped holds its worker until its process group is gone.
+    future.add_done_callback(lambda _: service.release(1))
+    return future
+
+
+async def _answer_in_time(service: Service, request: Request, future: Future, stop: RunStop,
+                          deadline: float) -> ProgramRun:
+    """The run of `future`, or a refusal (the run stopped) when the handler's deadline
+    passes, the client hangs up, or a shutdown's grace ends first."""
+    result = asyncio.wrap_future(future)
+    # The handler's own deadline: whatever holds the run up (a worker busy with a batch,
+    # a loaded machine reaping it), the client hears from us before its budget ends.
+    answer_by = deadline + REPLY_MARGIN_S / 2
+    done = await _first(result, _client_left(request), service.stopped.wait(),
+                        timeout=max(answer_by - time.monotonic(), 0))
+    if result not in done:
+        if not done:  # past the handler's deadline
+            stop.stop()
+            future.cancel()
+            raise _no_time_to_run()
+        if not service.stopping.is_set():  # the client hung up: nobody wants this run any more
+            stop.stop()
+            future.cancel()
+            raise RequestError(499, "(client)", "the client closed the connection")
+        left = min(service.stop_deadline - SHUTDOWN_MARGIN_S, answer_by) - time.monotonic()
+        if result not in await _first(result, timeout=max(left, 0)):
+            stop.stop()
+            future.cancel()
+            raise _shutting_down()
+    return result.result()
+
+
+# ------------------------------------------------------------------ /evaluate
+
+
+async def _evaluate(request: Request) -> StreamingResponse:
+    service = _service(request)
+    config = service.config
+    if service.stopping.is_set():
+        raise _shutting_down()
+    batch = validated(EvaluateRequest, await read_json(request, config.max_body_bytes, config.upload_timeout_s))
+    if len(batch.samples) > config.queue_limit:
+        raise RequestError(422, "samples", f"samples: {len(batch.samples)} samples, more than this server's "
+                           f"queue limit of {config.queue_limit}; split the batch")
+    problems, samples = resolve_batch(batch, service.problems, config.max_run_timeout_s)
+    evaluator = service.evaluator.judging(batch.mode or config.mode)
+    positions = _sample_positions(samples)
+    service.admit(len(samples))
+    streamed = _StreamedBatch(service, positions)
+    threading.Thread(target=streamed.judge, args=(evaluator, problems, samples), name="evaluate", daemon=True).start()
+    return StreamingResponse(streamed.lines(), media_type="application/x-ndjson")
+
+
+def _sample_positions(samples: list[Sample]) -> dict[tuple[str, int], int]:
+    """{(problem_id, sample_index): position in the request}. A result row carries `index`,
+    the sample's position (rows come in the order samples finish); evaluate() numbers
+    samples per problem in order."""
+    seen: Counter[str] = Counter()
+    position: dict[tuple[str, int], int] = {}
+    for index, sample in enumerate(samples):
+        position[(sample.problem_id, seen[sample.problem_id])] = index
+        seen[sample.problem_id] += 1
+    return position
+
+
+class _StreamedBatch:
+    """One admitted /evaluate batch: judged on a thread of its own (`judge`), its rows
+    passed to the loop through a queue and streamed to the client as NDJSON (`lines`)."""
+
+    def __init__(self, service: Service, positions: dict[tuple[str, int], int]):
+        self.service, self.positions = service, positions
+        self.loop = asyncio.get_running_loop()
+        self.rows: asyncio.Queue = asyncio.Queue()
+        self.client_gone = threading.Event()
+
+    def post(self, item) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening
+            self.loop.call_soon_threadsafe(self.rows.put_nowait, item)
+
+    def on_result(self, result: EvaluationResult) -> None:
+        # Raising here stops the batch: evaluate() cancels the work units not yet
+        # started, so a client that left (or a shutdown) frees the workers within
+        # the samples already running.
+        if self.client_gone.is_set() or self.service.stopping.is_set():
+            raise _BatchStopped
+        if result.verdict == "sandbox_error" and not result.detail.startswith(PRELUDE_FAILS):
+            # The sandbox's own errors name its paths: the cause goes to the log.
+            LOG.warning("sandbox error on /evaluate: %s", " | ".join(result.detail.strip().splitlines()))
+            result = dataclasses.replace(result, detail=SANDBOX_ERROR_MESSAGE)
+        self.post(("row", result))
+
+    def judge(self, evaluator: Evaluator, problems: dict[str, Problem], samples: list[Sample]) -> None:
+        try:
+            self.post(("done", evaluator.evaluate(problems, samples, self.on_result)))
+        except _BatchStopped:
+            self.post(("error", "the batch was stopped: the server is shutting down"))
+        except Exception:  # noqa: BLE001 - reported to the client, the server goes on
+            LOG.exception("an /evaluate batch failed")
+            self.post(("error", "the batch failed: an internal error of the server; its log has the cause"))
+        finally:
+            self.service.release(len(samples))
+
+    async def next_row(self):
+        got = asyncio.ensure_future(self.rows.get())
+        if got not in await _first(got, self.service.stopped.wait()):
+            left = self.service.stop_deadline - SHUTDOWN_MARGIN_S - time.monotonic()
+            if got not in await _first(got, timeout=max(left, 0)):
+                got.cancel()
+                return "error", "the batch was stopped: the server is shutting down"
+        return got.result()
+
+    async def lines(self):
+        try:
+            while True:
+                kind, item = await self.next_row()
+                if kind == "row":
+                    yield _line({"index": self.positions[(item.problem_id, item.sample_index)], **asdict(item)})
+                elif kind == "done":
+                    yield _line({"done": True, "samples": len(item), "summary": summarize(item)})
+                    return
+                else:
+                    yield _line({"error": item})
+                    return
+        finally:  # the stream ended, or was cancelled because the client disconnected
+            self.client_gone.set()
 
 
 class _Protocol(H11Protocol):
