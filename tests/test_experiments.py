@@ -14,8 +14,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from microcoder.experiments.report import COUNTS_BEGIN, COUNTS_END, NUMBERS_BEGIN, VERDICTS_BEGIN, report_all
-from microcoder.experiments.runner import run_experiment, run_state
+from microcoder.experiments.layout import run_state
+from microcoder.experiments.publish import COUNTS_BEGIN, COUNTS_END, NUMBERS_BEGIN, VERDICTS_BEGIN
+from microcoder.experiments.report import report_all
+from microcoder.experiments.runner import run_experiment
 from microcoder.experiments.spec import load_spec
 from microcoder.experiments.verdict import paired_verdict, value_at
 from microcoder.training.config import load_config
@@ -106,7 +108,7 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
 
 @pytest.mark.slow
 def test_a_spec_sharing_the_heldout_start_evaluates_each_seeds_step_0_once_under_the_runs_root(tmp_path, monkeypatch):
-    from microcoder.experiments.runner import config_identity
+    from microcoder.experiments.sharing import config_identity
     from microcoder.training.trainer import MicroCoderTrainer
 
     evaluations = []
@@ -374,7 +376,7 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
 
 
 def test_the_summary_names_the_published_runs_whose_step_0_evaluation_is_not_published(tmp_path):
-    from microcoder.experiments.report import unpublished_start_caches
+    from microcoder.experiments.publish import unpublished_start_caches
     from microcoder.training.run import load_problem_split, start_key
 
     data = tmp_path / "docs" / "data"
@@ -611,7 +613,7 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
 def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path, monkeypatch):
     """A twin lies at another grid's place, outside the lock of the run restoring it: a second
     runner's copy may land there first. Neither fails, and the place holds one whole copy."""
-    from microcoder.experiments import runner
+    from microcoder.experiments import sharing
 
     finish_as_planned(SPEC, tmp_path / "first")
     report_all(tmp_path / "first", docs=tmp_path / "docs")
@@ -626,7 +628,7 @@ def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path
             copy(source, place)
         return copy(source, target, **kwargs)
 
-    monkeypatch.setattr(runner.shutil, "copytree", copy_while_another_runner_restores)
+    monkeypatch.setattr(sharing.shutil, "copytree", copy_while_another_runner_restores)
     outcomes = run_experiment(twin_spec, root, train=refuse, log=lambda line: None, restore_from=(published,))
     assert [o.status for o in outcomes] == ["shared", "shared"]
     place = root / "tiny" / "base_lr" / "seed-0"
@@ -706,7 +708,8 @@ DOCS = Path(__file__).parents[1] / "results" / "experiments"
 def test_no_two_committed_runs_share_a_resolved_config_and_seed():
     """A control that several specs use is run once; the other specs hold a shared record
     (config.yaml and shared.yaml) that names the run and has the same resolved config."""
-    from microcoder.experiments.runner import load_grid_spec, run_identity, shared_target
+    from microcoder.experiments.layout import load_grid_spec, shared_target
+    from microcoder.experiments.sharing import run_identity
 
     owners: dict[str, Path] = {}
     records = 0
@@ -732,7 +735,7 @@ def test_the_published_specs_are_the_record_the_pages_report():
     grid ran (arms, findings, vars), or what its grid in progress under next/ runs: a spec
     edited after its runs ships with its rerun under way, never alone, or the pages would
     report another experiment. Every committed run is an arm of its grid's spec."""
-    from microcoder.experiments.runner import load_grid_spec
+    from microcoder.experiments.layout import load_grid_spec
 
     published = sorted((DOCS / "data").glob("*/spec.yaml"))
     for path in SPECS:
@@ -822,7 +825,7 @@ def test_figures_quoted_in_the_experiment_pages_are_the_reports():
 def test_the_detectable_effects_and_powers_quoted_are_the_reports():
     """The experiments README's per-spec held-out detectable effects (its cost table) and the
     power at the paper's main effects quoted in both READMEs are the summary's numbers."""
-    from microcoder.experiments.report import published_rows
+    from microcoder.experiments.findings import published_rows
     from microcoder.experiments.verdict import SCORED
 
     rows = published_rows(DOCS / "data")
