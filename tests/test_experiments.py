@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from microcoder.experiments.layout import run_state
-from microcoder.experiments.publish import COUNTS_BEGIN, COUNTS_END, NUMBERS_BEGIN, VERDICTS_BEGIN
+from microcoder.experiments.publish import NUMBERS_BEGIN, SUMMARY_BEGIN, VERDICTS_BEGIN
 from microcoder.experiments.report import report_all
 from microcoder.experiments.runner import run_experiment
 from microcoder.experiments.spec import load_spec
@@ -313,7 +313,7 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert "| large | reward_mean | 0.600 +- 0.500 |" in after
 
 
-def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
+def test_publishing_counts_the_verdicts_in_the_records_summary_and_writes_nothing_outside_the_record(tmp_path):
     grid = tmp_path / "runs" / "lr"
     grid.mkdir(parents=True)
     (grid / "spec.yaml").write_text(yaml.safe_dump({
@@ -326,14 +326,23 @@ def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
         for seed in (0, 1, 2):
             # high - low per seed: 0.4, 0.5, 0.6 -> mean 0.5, SE 0.058: one reproduced, one contradicted
             fake_run(grid / arm / f"seed-{seed}", 2, [{"step": 1, "reward_mean": base + (0.1 * seed if arm == "high" else 0)}])
+    # A repository README two folders above the record, with the block the report once rewrote there.
+    (tmp_path / ".git").mkdir()
     front = tmp_path / "README.md"
-    front.write_text(f"# x\n{COUNTS_BEGIN}\nstale\n{COUNTS_END}\nkept\n")
-    report_all(tmp_path / "runs", docs=tmp_path / "docs" / "experiments")
+    written = ("# x\n<!-- COUNTS: written by `microcoder experiment report --docs results/experiments`; edits here "
+               "are lost -->\nstale\n<!-- /COUNTS -->\nkept\n")
+    front.write_text(written)
+    docs = tmp_path / "docs" / "experiments"
+    report_all(tmp_path / "runs", docs=docs)
     # t = 0.5 / 0.0577 = 8.66 on 2 df: p = (1 - 8.66 / sqrt(77)) / 2 = 0.0065 each way; Holm (m = 2) doubles
     # each direction's smaller p: 0.013, both kept
-    assert front.read_text() == (f"# x\n{COUNTS_BEGIN}\nOf 2 findings, 2 scored by a one-sided t test at 5%: "
-                                 "1 reproduced, 1 contradicted; after Holm's correction across the 2: 1 reproduced, "
-                                 f"1 contradicted.\n{COUNTS_END}\nkept\n")
+    counts = ("Of 2 findings, 2 scored by a one-sided t test at 5%: 1 reproduced, 1 contradicted; after Holm's "
+              "correction across the 2: 1 reproduced, 1 contradicted.")
+    assert front.read_text() == written
+    assert f"{SUMMARY_BEGIN}\n{counts}\n\n" in (docs / "README.md").read_text()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".git", "README.md", "docs", "runs"]
+    # The page names its grid from the repository's root, whatever folder the report ran in.
+    assert "redraw: `microcoder experiment report docs/experiments/data/lr`." in (docs / "lr.md").read_text()
 
 
 def per_problem_run(run_dir: Path, start: list[int], end: list[int]) -> None:
@@ -373,6 +382,17 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
     (grid / "b" / "seed-1" / "heldout_end.json").unlink()  # a run that kept none: that seed is left out
     [(_, fewer)] = report_all(grid)
     assert "(1 seeds, 4 problem-results)" in fewer.read_text()
+
+
+def test_a_record_with_no_grid_says_so_rather_than_keep_a_stale_summary(tmp_path):
+    from microcoder.experiments.publish import SUMMARY_END, publish_summary
+
+    readme = tmp_path / "next" / "README.md"
+    readme.parent.mkdir()
+    readme.write_text(f"# In progress\n\nkept\n\n{SUMMARY_BEGIN}\n| a table of a grid since moved |\n{SUMMARY_END}\n")
+    publish_summary(readme.parent)
+    assert readme.read_text() == (f"# In progress\n\nkept\n\n{SUMMARY_BEGIN}\nNo grid is published under data/.\n"
+                                  f"{SUMMARY_END}\n")
 
 
 def test_the_summary_names_the_published_runs_whose_step_0_evaluation_is_not_published(tmp_path):
@@ -798,7 +818,7 @@ def test_the_default_run_trial_measured_the_shipped_default(tmp_path):
     assert {key for key in trial if trial[key] != shipped[key]} <= {"run_dir", "heldout_start_cache"}
 
 
-GENERATED = re.compile(r"<!-- (VERDICTS|NUMBERS|SUMMARY|COUNTS)[^>]*-->.*?<!-- /\1 -->", re.S)
+GENERATED = re.compile(r"<!-- (VERDICTS|NUMBERS|SUMMARY)[^>]*-->.*?<!-- /\1 -->", re.S)
 PAIR = re.compile(r"([+-]?\d+\.\d+) \+- (\d+\.\d+)")
 P_VALUE = re.compile(r"\bp (0\.\d{3})\b")
 

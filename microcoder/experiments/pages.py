@@ -1,7 +1,7 @@
 """The markdown of the report and the record: text from computed values, no files read.
 
-A grid's findings table (verdicts_text) and numbers (numbers_page), the record's summary
-table (summary_table) and its count of verdicts (verdict_counts).
+A grid's findings table (verdicts_text) and numbers (numbers_page); a record's summary
+(record_summary): its count of verdicts (verdict_counts) and table (summary_table).
 """
 
 from __future__ import annotations
@@ -225,3 +225,17 @@ def verdict_counts(rows: list[FindingRow]) -> str:
     if scored:
         text += f"; after Holm's correction across the {scored}: {after}"
     return text + (f"; not scored: {others}." if others else ".")
+
+
+def record_summary(rows: list[FindingRow], missing: dict[str, str], grids: int) -> str:
+    """A record's summary from its `grids` published grids: the count of verdicts, the table
+    (summary_table) and the runs whose step-0 evaluation is not published (`missing`:
+    unpublished_start_caches)."""
+    if not grids:
+        return "No grid is published under data/."
+    caches = ("Every published run's step-0 evaluation is in data/heldout-start/, so `run --restore` of the "
+              "record evaluates nothing." if not missing else
+              f"Step-0 evaluations not in data/heldout-start/ ({len(set(missing.values()))}, read by "
+              f"{len(missing)} runs; a run of the same config and seed that trains evaluates its starting model "
+              f"again, and nothing can pair these runs' step 0 by problem): {', '.join(missing)}.")
+    return f"{verdict_counts(rows)}\n\n{summary_table(rows)}\n\n{caches}"

@@ -23,7 +23,7 @@ import yaml
 from microcoder.experiments.findings import published_rows, scored_count
 from microcoder.experiments.layout import (HELDOUT_FILES, SHARED_FILE, START_CACHE, load_grid_spec, seed_dirs,
                                            shared_target)
-from microcoder.experiments.pages import summary_table, verdict_counts, verdicts_text
+from microcoder.experiments.pages import record_summary, verdicts_text
 from microcoder.training.plots import METRICS_FILE
 
 
@@ -33,8 +33,6 @@ VERDICTS_BEGIN = "<!-- VERDICTS: written by `microcoder experiment report --docs
 VERDICTS_END = "<!-- /VERDICTS -->"
 SUMMARY_BEGIN = "<!-- SUMMARY: written by `microcoder experiment report --docs` from every grid in data/; edits here are lost -->"
 SUMMARY_END = "<!-- /SUMMARY -->"
-COUNTS_BEGIN = "<!-- COUNTS: written by `microcoder experiment report --docs results/experiments`; edits here are lost -->"
-COUNTS_END = "<!-- /COUNTS -->"
 PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json", *HELDOUT_FILES)
 SHARED_FILES = ("config.yaml", SHARED_FILE)
 
@@ -70,7 +68,7 @@ def publish(grid: Path, docs: Path) -> Path:
     links = ", ".join(f"[{spec.name}{name.removeprefix('figure')}]({spec.name}{name.removeprefix('figure')})"
                       for name in figures)
     block = f"{NUMBERS_BEGIN}\n{numbers}\n\nFigures: {links}; redraw: " \
-            f"`microcoder experiment report {docs / 'data' / spec.name}`.\n{NUMBERS_END}"
+            f"`microcoder experiment report {repository_path(docs / 'data' / spec.name)}`.\n{NUMBERS_END}"
     verdict_block = f"{VERDICTS_BEGIN}\n{verdicts}\n{VERDICTS_END}"
     page = docs / f"{spec.name}.md"
     if page.is_file():
@@ -86,6 +84,17 @@ def publish(grid: Path, docs: Path) -> Path:
                 f"verdict, never overrides it).\n\n## Numbers\n\n{block}\n")
     page.write_text(text, encoding="utf-8")
     return page
+
+
+def repository_path(path: Path) -> str:
+    """`path` as a page names it: relative to the repository that holds it (the nearest folder
+    above it with a .git), so that a page reads the same whoever regenerates it and from
+    which folder; outside a repository, as given."""
+    resolved = path.resolve()
+    for folder in resolved.parents:
+        if (folder / ".git").exists():
+            return resolved.relative_to(folder).as_posix()
+    return path.as_posix()
 
 
 def replace_block(page: Path, text: str, begin: str, end: str, block: str) -> str:
@@ -128,16 +137,11 @@ def unpublished_start_caches(data: Path) -> dict[str, str]:
 
 
 def publish_summary(docs: Path) -> Path:
-    """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data, each
-    published page's VERDICTS block with the verdicts after Holm's correction across them,
-    and the COUNTS line of the repository README two folders up when it has one
-    (results/experiments -> README.md)."""
+    """Rewrite the SUMMARY block of DOCS/README.md from every grid under DOCS/data (the count
+    of verdicts, the table, the step-0 evaluations not published) and each published page's
+    VERDICTS block with the verdicts after Holm's correction across them."""
     readme = docs / "README.md"
     rows = published_rows(docs / "data")
-    front = docs.parent.parent / "README.md"
-    if front.is_file() and COUNTS_BEGIN in (front_text := front.read_text(encoding="utf-8")):
-        line = f"{COUNTS_BEGIN}\n{verdict_counts(rows)}\n{COUNTS_END}"
-        front.write_text(replace_block(front, front_text, COUNTS_BEGIN, COUNTS_END, line), encoding="utf-8")
     family = scored_count(rows)
     for spec in {row.spec.name: row.spec for row in rows}.values():
         page = docs / f"{spec.name}.md"
@@ -146,13 +150,9 @@ def publish_summary(docs: Path) -> Path:
             quoted = [finding for finding in spec.findings if isinstance(finding, str)]
             block = f"{VERDICTS_BEGIN}\n{verdicts_text(own, quoted, family)}\n{VERDICTS_END}"
             page.write_text(replace_block(page, text, VERDICTS_BEGIN, VERDICTS_END, block), encoding="utf-8")
-    missing = unpublished_start_caches(docs / "data")
-    caches = ("Every published run's step-0 evaluation is in data/heldout-start/, so `run --restore` of the "
-              "record evaluates nothing." if not missing else
-              f"Step-0 evaluations not in data/heldout-start/ ({len(set(missing.values()))}, read by "
-              f"{len(missing)} runs; a run of the same config and seed that trains evaluates its starting model "
-              f"again, and nothing can pair these runs' step 0 by problem): {', '.join(missing)}.")
-    block = f"{SUMMARY_BEGIN}\n{summary_table(rows)}\n\n{caches}\n{SUMMARY_END}"
+    grids = len(list((docs / "data").glob("*/spec.yaml")))
+    summary = record_summary(rows, unpublished_start_caches(docs / "data"), grids)
+    block = f"{SUMMARY_BEGIN}\n{summary}\n{SUMMARY_END}"
     if readme.is_file():
         text = replace_block(readme, readme.read_text(encoding="utf-8"), SUMMARY_BEGIN, SUMMARY_END, block)
     else:
