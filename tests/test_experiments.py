@@ -332,7 +332,7 @@ def test_publishing_counts_the_verdicts_in_the_records_summary_and_writes_nothin
     written = ("# x\n<!-- COUNTS: written by `microcoder experiment report --docs results/experiments`; edits here "
                "are lost -->\nstale\n<!-- /COUNTS -->\nkept\n")
     front.write_text(written)
-    docs = tmp_path / "docs" / "experiments"
+    docs = tmp_path / "results" / "experiments"
     report_all(tmp_path / "runs", docs=docs)
     # t = 0.5 / 0.0577 = 8.66 on 2 df: p = (1 - 8.66 / sqrt(77)) / 2 = 0.0065 each way; Holm (m = 2) doubles
     # each direction's smaller p: 0.013, both kept
@@ -340,9 +340,9 @@ def test_publishing_counts_the_verdicts_in_the_records_summary_and_writes_nothin
               "correction across the 2: 1 reproduced, 1 contradicted.")
     assert front.read_text() == written
     assert f"{SUMMARY_BEGIN}\n{counts}\n\n" in (docs / "README.md").read_text()
-    assert sorted(path.name for path in tmp_path.iterdir()) == [".git", "README.md", "docs", "runs"]
-    # The page names its grid from the repository's root, whatever folder the report ran in.
-    assert "redraw: `microcoder experiment report docs/experiments/data/lr`." in (docs / "lr.md").read_text()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".git", "README.md", "results", "runs"]
+    # The page names its grid from the repository's root, not as the path was given (absolute here).
+    assert "redraw: `microcoder experiment report results/experiments/data/lr`." in (docs / "lr.md").read_text()
 
 
 def per_problem_run(run_dir: Path, start: list[int], end: list[int]) -> None:

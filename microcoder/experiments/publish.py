@@ -45,7 +45,7 @@ def publish(grid: Path, docs: Path) -> Path:
     data.mkdir(parents=True, exist_ok=True)
     _copy(grid / "spec.yaml", data / "spec.yaml")
     for arm in spec.arms:
-        # A mirror: a run the grid no longer has (deleted to be redone) leaves the docs too.
+        # A mirror: a run the grid no longer has (deleted to be redone) leaves the record too.
         for stale in (data / arm).glob("seed-*") if (data / arm).is_dir() else ():
             if not (grid / arm / stale.name).exists():
                 shutil.rmtree(stale)
