@@ -4,8 +4,8 @@ Two runs are the same run when their resolved configs (every key but where the r
 files go, after the config's own defaults) and their arms' schedule changes are equal
 (config_identity). The runner shares a finished run of another grid or arm instead of
 training it again (record_shared_run), takes a finished run from a published record
-(restore_run), and refuses a finished run whose config is not what the spec now gives it
-(check_finished_runs).
+(restore_run; the step-0 evaluations its runs read: restore_start_cache), and refuses a
+finished run whose config is not what the spec now gives it (check_finished_runs).
 """
 
 from __future__ import annotations
