@@ -286,12 +286,13 @@ def experiment_run(
 @experiment_app.command("report")
 def experiment_report(
     root: Path = typer.Argument(Path("runs/experiments"), help="A grid folder, or a folder of grids."),
-    docs: Path = typer.Option(None, "--docs", help="Also publish each grid here: DOCS/<spec>.png, DOCS/data/<spec>/ "
-                              "(spec and per-run metrics, no checkpoints), the verdict table and numbers block of "
-                              "DOCS/<spec>.md, and the summary table of DOCS/README.md."),
+    docs: Path = typer.Option(None, "--docs", help="Also publish each grid into this record (e.g. results/experiments): "
+                              "DOCS/<spec>.png, DOCS/data/<spec>/ (spec and per-run metrics, no checkpoints), the "
+                              "verdict table and numbers block of DOCS/<spec>.md, and the summary of DOCS/README.md "
+                              "(the count of verdicts and the table). Nothing outside DOCS is written."),
 ) -> None:
     """Per grid: the findings' verdicts by the stated rule (printed), figure.png (mean and band over
-    seeds, one colour per arm) and report.md (verdicts and numbers)."""
+    seeds, one colour per arm) and report.md (verdicts and numbers); with --docs, the record's only writer."""
     from microcoder.experiments.report import report_all
 
     try:

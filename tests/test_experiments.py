@@ -14,8 +14,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from microcoder.experiments.report import COUNTS_BEGIN, COUNTS_END, NUMBERS_BEGIN, VERDICTS_BEGIN, report_all
-from microcoder.experiments.runner import run_experiment, run_state
+from microcoder.experiments.layout import run_state
+from microcoder.experiments.publish import NUMBERS_BEGIN, SUMMARY_BEGIN, VERDICTS_BEGIN
+from microcoder.experiments.report import report_all
+from microcoder.experiments.runner import run_experiment
 from microcoder.experiments.spec import load_spec
 from microcoder.experiments.verdict import paired_verdict, value_at
 from microcoder.training.config import load_config
@@ -106,7 +108,7 @@ def test_a_grid_runs_resumes_and_reports_one_curve_per_arm(tmp_path):
 
 @pytest.mark.slow
 def test_a_spec_sharing_the_heldout_start_evaluates_each_seeds_step_0_once_under_the_runs_root(tmp_path, monkeypatch):
-    from microcoder.experiments.runner import config_identity
+    from microcoder.experiments.sharing import config_identity
     from microcoder.training.trainer import MicroCoderTrainer
 
     evaluations = []
@@ -311,7 +313,7 @@ def test_the_report_draws_relative_data_and_the_time_split_and_publishes_a_redra
     assert "| large | reward_mean | 0.600 +- 0.500 |" in after
 
 
-def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
+def test_publishing_counts_the_verdicts_in_the_records_summary_and_writes_nothing_outside_the_record(tmp_path):
     grid = tmp_path / "runs" / "lr"
     grid.mkdir(parents=True)
     (grid / "spec.yaml").write_text(yaml.safe_dump({
@@ -324,14 +326,23 @@ def test_publishing_counts_the_verdicts_into_the_front_readme(tmp_path):
         for seed in (0, 1, 2):
             # high - low per seed: 0.4, 0.5, 0.6 -> mean 0.5, SE 0.058: one reproduced, one contradicted
             fake_run(grid / arm / f"seed-{seed}", 2, [{"step": 1, "reward_mean": base + (0.1 * seed if arm == "high" else 0)}])
+    # A repository README two folders above the record, with the block the report once rewrote there.
+    (tmp_path / ".git").mkdir()
     front = tmp_path / "README.md"
-    front.write_text(f"# x\n{COUNTS_BEGIN}\nstale\n{COUNTS_END}\nkept\n")
-    report_all(tmp_path / "runs", docs=tmp_path / "docs" / "experiments")
+    written = ("# x\n<!-- COUNTS: written by `microcoder experiment report --docs results/experiments`; edits here "
+               "are lost -->\nstale\n<!-- /COUNTS -->\nkept\n")
+    front.write_text(written)
+    docs = tmp_path / "results" / "experiments"
+    report_all(tmp_path / "runs", docs=docs)
     # t = 0.5 / 0.0577 = 8.66 on 2 df: p = (1 - 8.66 / sqrt(77)) / 2 = 0.0065 each way; Holm (m = 2) doubles
     # each direction's smaller p: 0.013, both kept
-    assert front.read_text() == (f"# x\n{COUNTS_BEGIN}\nOf 2 findings, 2 scored by a one-sided t test at 5%: "
-                                 "1 reproduced, 1 contradicted; after Holm's correction across the 2: 1 reproduced, "
-                                 f"1 contradicted.\n{COUNTS_END}\nkept\n")
+    counts = ("Of 2 findings, 2 scored by a one-sided t test at 5%: 1 reproduced, 1 contradicted; after Holm's "
+              "correction across the 2: 1 reproduced, 1 contradicted.")
+    assert front.read_text() == written
+    assert f"{SUMMARY_BEGIN}\n{counts}\n\n" in (docs / "README.md").read_text()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".git", "README.md", "results", "runs"]
+    # The page names its grid from the repository's root, not as the path was given (absolute here).
+    assert "redraw: `microcoder experiment report results/experiments/data/lr`." in (docs / "lr.md").read_text()
 
 
 def per_problem_run(run_dir: Path, start: list[int], end: list[int]) -> None:
@@ -373,8 +384,19 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
     assert "(1 seeds, 4 problem-results)" in fewer.read_text()
 
 
+def test_a_record_with_no_grid_says_so_rather_than_keep_a_stale_summary(tmp_path):
+    from microcoder.experiments.publish import SUMMARY_END, publish_summary
+
+    readme = tmp_path / "next" / "README.md"
+    readme.parent.mkdir()
+    readme.write_text(f"# In progress\n\nkept\n\n{SUMMARY_BEGIN}\n| a table of a grid since moved |\n{SUMMARY_END}\n")
+    publish_summary(readme.parent)
+    assert readme.read_text() == (f"# In progress\n\nkept\n\n{SUMMARY_BEGIN}\nNo grid is published under data/.\n"
+                                  f"{SUMMARY_END}\n")
+
+
 def test_the_summary_names_the_published_runs_whose_step_0_evaluation_is_not_published(tmp_path):
-    from microcoder.experiments.report import unpublished_start_caches
+    from microcoder.experiments.publish import unpublished_start_caches
     from microcoder.training.run import load_problem_split, start_key
 
     data = tmp_path / "docs" / "data"
@@ -611,7 +633,7 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
 def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path, monkeypatch):
     """A twin lies at another grid's place, outside the lock of the run restoring it: a second
     runner's copy may land there first. Neither fails, and the place holds one whole copy."""
-    from microcoder.experiments import runner
+    from microcoder.experiments import sharing
 
     finish_as_planned(SPEC, tmp_path / "first")
     report_all(tmp_path / "first", docs=tmp_path / "docs")
@@ -626,7 +648,7 @@ def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path
             copy(source, place)
         return copy(source, target, **kwargs)
 
-    monkeypatch.setattr(runner.shutil, "copytree", copy_while_another_runner_restores)
+    monkeypatch.setattr(sharing.shutil, "copytree", copy_while_another_runner_restores)
     outcomes = run_experiment(twin_spec, root, train=refuse, log=lambda line: None, restore_from=(published,))
     assert [o.status for o in outcomes] == ["shared", "shared"]
     place = root / "tiny" / "base_lr" / "seed-0"
@@ -706,7 +728,8 @@ DOCS = Path(__file__).parents[1] / "results" / "experiments"
 def test_no_two_committed_runs_share_a_resolved_config_and_seed():
     """A control that several specs use is run once; the other specs hold a shared record
     (config.yaml and shared.yaml) that names the run and has the same resolved config."""
-    from microcoder.experiments.runner import load_grid_spec, run_identity, shared_target
+    from microcoder.experiments.layout import load_grid_spec, shared_target
+    from microcoder.experiments.sharing import run_identity
 
     owners: dict[str, Path] = {}
     records = 0
@@ -732,7 +755,7 @@ def test_the_published_specs_are_the_record_the_pages_report():
     grid ran (arms, findings, vars), or what its grid in progress under next/ runs: a spec
     edited after its runs ships with its rerun under way, never alone, or the pages would
     report another experiment. Every committed run is an arm of its grid's spec."""
-    from microcoder.experiments.runner import load_grid_spec
+    from microcoder.experiments.layout import load_grid_spec
 
     published = sorted((DOCS / "data").glob("*/spec.yaml"))
     for path in SPECS:
@@ -795,7 +818,7 @@ def test_the_default_run_trial_measured_the_shipped_default(tmp_path):
     assert {key for key in trial if trial[key] != shipped[key]} <= {"run_dir", "heldout_start_cache"}
 
 
-GENERATED = re.compile(r"<!-- (VERDICTS|NUMBERS|SUMMARY|COUNTS)[^>]*-->.*?<!-- /\1 -->", re.S)
+GENERATED = re.compile(r"<!-- (VERDICTS|NUMBERS|SUMMARY)[^>]*-->.*?<!-- /\1 -->", re.S)
 PAIR = re.compile(r"([+-]?\d+\.\d+) \+- (\d+\.\d+)")
 P_VALUE = re.compile(r"\bp (0\.\d{3})\b")
 
@@ -822,7 +845,7 @@ def test_figures_quoted_in_the_experiment_pages_are_the_reports():
 def test_the_detectable_effects_and_powers_quoted_are_the_reports():
     """The experiments README's per-spec held-out detectable effects (its cost table) and the
     power at the paper's main effects quoted in both READMEs are the summary's numbers."""
-    from microcoder.experiments.report import published_rows
+    from microcoder.experiments.findings import published_rows
     from microcoder.experiments.verdict import SCORED
 
     rows = published_rows(DOCS / "data")

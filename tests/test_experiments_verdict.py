@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from microcoder.experiments.report import finding_result
+from microcoder.experiments.analysis import finding_result
 from microcoder.experiments.spec import ExperimentSpec, Finding
 from microcoder.experiments.verdict import (ALPHA, CONFOUNDED, CONTRADICTED, IDLE, INCONCLUSIVE, POWER, REPRODUCED,
                                             UNTESTABLE, holm, holm_verdicts, identical_arms, mechanism_value,

@@ -1,6 +1,11 @@
 """Experiment grids: the paper's comparisons as arms x seeds of `microcoder train` runs.
 
-`spec.py` reads a spec, `runner.py` runs (and resumes) its grid, `report.py` draws each
-spec's figure (mean and band over seeds, one colour per arm) and writes its numbers.
+Running: `spec.py` reads a spec, `runner.py` runs (and resumes) its grid, `sharing.py`
+decides which runs are the same run (a control shared between grids, a published run
+restored), `layout.py` reads a grid's run folders.
+Reporting: `analysis.py` turns metrics rows into numbers and `verdict.py` holds the rule
+that scores a finding (both pure), `figures.py` draws, `pages.py` writes the markdown,
+`report.py` does all three per grid, and `publish.py` copies reported grids into the
+record (`report --docs`), the only writer of it.
 The runner and reporter call the trainer and the metrics reader; they add no training code.
 """

@@ -1,0 +1,183 @@
+"""The numbers of a report, from runs' metrics rows: pure functions, no files.
+
+An arm's curve and its tail (mean +- standard error over seeds), a change paired by seed,
+the cumulative training budget, and a finding's per-seed differences and verdict (by the
+rule of microcoder.experiments.verdict), with the paired-by-problem-and-seed analysis of a
+held-out finding from per-problem scores.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from microcoder.experiments.spec import Finding
+from microcoder.experiments.verdict import (ALPHA, CONTRADICTED, INCONCLUSIVE, REPRODUCED, Verdict, identical_arms,
+                                            mechanism_value, paired_verdict, value_at)
+from microcoder.training.plots import series
+
+
+# The reward's share is the time the step waited for the judge: with reward_overlap the
+# judging is hidden behind sampling and the log-prob passes, and seconds_reward counts
+# time already inside seconds_rollout. Runs from before the overlap have no visible key.
+TIME_SPLIT = ("seconds_rollout", "seconds_reward_visible", "seconds_update")
+
+
+def visible_reward_seconds(row: dict) -> float:
+    """What a step waited for its reward: seconds_reward_visible (with reward_overlap,
+    seconds_reward is mostly inside the rollout), or seconds_reward for runs before the key."""
+    return row.get("seconds_reward_visible", row["seconds_reward"])
+
+
+def with_visible_reward(rows: list[dict]) -> list[dict]:
+    """Rows with `seconds_reward_visible` (= seconds_reward where a run predates it)."""
+    return [{**row, "seconds_reward_visible": visible_reward_seconds(row)} if "seconds_reward" in row else row
+            for row in rows]
+
+
+def mean_and_error(values: list[float]) -> tuple[float, float]:
+    """(mean, standard error of the mean); the error is 0 for one value."""
+    mean = statistics.fmean(values)
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return mean, error
+
+
+def arm_curve(runs: list[list[dict]], key: str) -> tuple[list[int], list[float], list[float]]:
+    """(steps, mean, standard error) over the seeds' rows, at the steps every seed logged `key`."""
+    per_seed = [dict(zip(*series(rows, key))) for rows in runs]
+    steps = sorted(set.intersection(*(set(values) for values in per_seed))) if per_seed else []
+    means, errors = [], []
+    for step in steps:
+        mean, error = mean_and_error([values[step] for values in per_seed])
+        means.append(mean)
+        errors.append(error)
+    return steps, means, errors
+
+
+def tail_mean(runs: list[list[dict]], key: str, points: int = 3) -> tuple[float, float] | None:
+    """Mean +- SE over seeds of each seed's mean over its last `points` logged values of
+    `key` after step 0 (a held-out value at step 0 is the untrained model's)."""
+    per_seed = []
+    for rows in runs:
+        values = [value for step, value in zip(*series(rows, key)) if step > 0]
+        if values:
+            per_seed.append(statistics.fmean(values[-points:]))
+    return mean_and_error(per_seed) if per_seed else None
+
+
+def paired_change(runs: list[list[dict]], key: str) -> tuple[float, float] | None:
+    """Mean +- SE over seeds of each seed's change in `key` from the first to the last step
+    every seed logged it (paired by seed: the spread between seeds' starting points cancels);
+    None with fewer than two such steps."""
+    per_seed = [dict(zip(*series(rows, key))) for rows in runs]
+    steps = sorted(set.intersection(*(set(values) for values in per_seed))) if per_seed else []
+    if len(steps) < 2:
+        return None
+    return mean_and_error([values[steps[-1]] - values[steps[0]] for values in per_seed])
+
+
+def cumulative_budget(rows: list[dict], group_size: int) -> dict[int, dict[str, float]]:
+    """step -> the training budget spent up to and including it: groups generated (with
+    DAPO's refill rounds), responses judged (groups x group_size: every generated response
+    is judged, kept or not), seconds (rollout + reward waited for + update; held-out
+    evaluations not counted) and tokens (the trained batch's response tokens: tokens_per_second
+    x the step's seconds, as the trainer divided them; DAPO's refill rounds' dropped groups
+    are not in it). Step 0 (before training) is all zeros."""
+    spent = {"groups_generated": 0.0, "responses_judged": 0.0, "seconds": 0.0, "tokens": 0.0}
+    budget = {0: dict(spent)}
+    for row in rows:
+        if row.get("step", 0) <= 0 or "groups_generated" not in row:
+            continue
+        spent["groups_generated"] += row["groups_generated"]
+        spent["responses_judged"] += row["groups_generated"] * group_size
+        if "seconds_rollout" in row:
+            seconds = row["seconds_rollout"] + visible_reward_seconds(row) + row["seconds_update"]
+            spent["seconds"] += seconds
+            spent["tokens"] += row.get("tokens_per_second", 0.0) * seconds
+        budget[int(row["step"])] = dict(spent)
+    return budget
+
+
+def finding_result(finding: Finding, runs: dict[str, dict[int, list[dict]]]) -> tuple[Verdict, dict[int, float]]:
+    """(verdict, per-seed differences) of one finding over an arm -> seed -> rows mapping."""
+    def value(rows: list[dict], change: bool) -> float | None:
+        later = value_at(rows, finding.metric, finding.at)
+        if not change:
+            return later
+        earlier = value_at(rows, finding.metric, finding.baseline)
+        return None if later is None or earlier is None else later - earlier
+
+    first = runs.get(finding.arms[0], {})
+    differences = {}
+    idle = None
+    if len(finding.arms) == 2:
+        second = runs.get(finding.arms[1], {})
+        for seed in sorted(set(first) & set(second)):
+            a, b = value(first[seed], finding.change), value(second[seed], finding.change)
+            if a is not None and b is not None:
+                differences[seed] = a - b
+        if identical_arms(first, second):
+            idle = f"{finding.arms[0]} and {finding.arms[1]} are equal in every non-timing value"
+    else:
+        for seed in sorted(first):
+            change = value(first[seed], True)
+            if change is not None:
+                differences[seed] = change
+    if idle is None and finding.mechanism is not None:
+        mechanism = finding.mechanism
+        arm = mechanism.arm or finding.arms[0]
+        acted = mechanism_value(list(runs.get(arm, {}).values()), mechanism.metric, mechanism.reduce)
+        if acted is None or acted < mechanism.at_least:
+            shown = "never logged" if acted is None else f"{acted:.4g}"
+            idle = f"{arm}'s {mechanism.reduce} {mechanism.metric} is {shown}, under {mechanism.at_least:g}"
+    verdict = paired_verdict(list(differences.values()), finding.direction, finding.untestable, idle,
+                             finding.confound)
+    return verdict, differences
+
+
+def problem_paired(finding: Finding, scores: dict[str, dict[int, dict[str, dict]]]) -> dict | None:
+    """The paired-by-problem-and-seed analysis of a held-out finding read at its last
+    evaluation (from step 0 for a change), from per-problem scores (arm -> problem_scores):
+    per seed s and problem q both sides scored, d_sq = A's score - B's (each side's change
+    from step 0 with `change`, or A's change alone for one arm); per seed the mean d_s and
+    its problem-sampling variance var_q(d_sq) / Q_s; over seeds mean = mean_s d_s and SE^2
+    = sum_s var_s / S^2 on sum_s (Q_s - 1) degrees of freedom (a seed-stratified paired
+    test). Its mean is the seed analysis's; its SE holds the seeds fixed and counts only
+    which problems were drawn, so it says whether a difference at these seeds is beyond
+    problem-sampling noise, not whether training would repeat it. None when the finding is
+    not of that kind or no seed has both sides' files."""
+    if not finding.metric.startswith("heldout_accuracy") or finding.at != "last" or finding.baseline != 0:
+        return None
+    first = scores.get(finding.arms[0], {})
+    second = scores.get(finding.arms[1], {}) if len(finding.arms) == 2 else None
+
+    def per_problem(run: dict[str, dict], change: bool) -> dict[str, float] | None:
+        end = run["end"].get(finding.metric)
+        if end is None:
+            return None
+        if not change:
+            return end
+        start = run["start"].get(finding.metric)
+        return None if start is None else {q: end[q] - start[q] for q in end if q in start}
+
+    seeds = []
+    for seed in sorted(first if second is None else set(first) & set(second)):
+        a = per_problem(first[seed], change=second is None or finding.change)
+        b = None if second is None else per_problem(second[seed], change=finding.change)
+        if a is None or (second is not None and b is None):
+            continue
+        d = [a[q] - (0.0 if b is None else b[q]) for q in sorted(a) if b is None or q in b]
+        if len(d) >= 2:
+            seeds.append((statistics.fmean(d), statistics.variance(d) / len(d), len(d)))
+    if not seeds:
+        return None
+    from scipy import stats
+
+    mean = statistics.fmean(d for d, _, _ in seeds)
+    se = math.sqrt(sum(var for _, var, _ in seeds)) / len(seeds)
+    df = sum(count - 1 for _, _, count in seeds)
+    signed = mean if finding.direction == "greater" else -mean
+    p = (0.0 if signed > 0 else 1.0 if signed < 0 else 0.5) if se == 0 else float(stats.t.sf(signed / se, df))
+    call = REPRODUCED if mean != 0 and p <= ALPHA else CONTRADICTED if mean != 0 and 1 - p <= ALPHA else INCONCLUSIVE
+    return {"mean": mean, "se": se, "df": df, "p": p, "seeds": len(seeds),
+            "problems": sum(count for _, _, count in seeds), "call": call}
