@@ -1,9 +1,11 @@
 """TrainConfig: presets load, overrides are typed, errors name the key, the verl -> TRL mapping."""
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from microcoder.algorithms import ADVANTAGE_MODES, AGGREGATION_MODES, KL_ESTIMATORS
 from microcoder.training.config import TrainConfig, dump_config, grpo_arguments, load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -64,3 +66,14 @@ def test_verl_batch_names_map_to_trl():
         grpo_arguments(config, "out", world_size=3)
     # save_every=0: one checkpoint, at the end.
     assert grpo_arguments(config.model_copy(update={"save_every": 0}), "out")["save_steps"] == 24
+
+
+@pytest.mark.parametrize("key, modes", [("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATION_MODES),
+                                        ("kl_estimator", KL_ESTIMATORS)])
+def test_modes_are_the_algorithms_and_a_bad_one_names_them_all(key, modes):
+    # The field's Literal lists exactly the modes the math implements.
+    assert get_args(TrainConfig.model_fields[key].annotation) == modes
+    with pytest.raises(ValueError) as error:
+        load_config(None, [f"{key}=bogus"])
+    assert str(error.value).startswith(f"{key}: ") and all(repr(mode) in str(error.value) for mode in modes)
+    assert getattr(load_config(None, [f"{key}={modes[-1]}"]), key) == modes[-1]

@@ -18,7 +18,9 @@ from microcoder.policy.generation import GeneratedText
 from microcoder.training.trainer import MicroCoderTrainer
 from tests.training_support import add_problem
 
-pytestmark = pytest.mark.slow  # each test builds a trainer on the tiny model (seconds each on 2 cores), its generation scripted
+# The real Evaluator's sandbox workers judge (processes started per module), on a stand-in
+# trainer whose generation is scripted; the last test trains the tiny model for three steps.
+pytestmark = pytest.mark.slow
 
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
 WRONG = "```python\ndef add(a, b):\n    return a - b\n```"

@@ -29,28 +29,15 @@ optimizer update (train_batch_size > ppo_mini_batch_size, or ppo_epochs > 1): TR
 computes them at T right after sampling, and the ratio of every later update moves.
 With one update per rollout the ratio is exactly 1 and clipping never acts.
 
-Steps 1-4 are `MicroCoderTrainer._generate_and_score_completions`, step 5 its
-`_compute_loss`, step 6 `_finish_step` (called after the step's last optimizer update).
+Steps 1-4 are `MicroCoderTrainer.rollout`, step 5 its `policy_loss`, step 6 `_finish_step`
+(called after the step's last optimizer update).
 The reward is `reward.py`; the run around the trainer (run directory, model, problems,
 resume, summary) is `run.py`; the metrics line and its console line are `metrics.py`.
 
-What TRL 1.16.0 does that we undo or avoid (each measured on the real trainer):
-- The fused LM head captures the temperature in a closure when the trainer is built, so
-  changing `trainer.temperature` alone changes sampling but not the training log-probs.
-  `set_temperature` rewrites that closure cell (and the reference model's) as well.
-- `mask_truncated_completions` masks every truncated response and removes its tokens
-  from the loss normaliser; the paper's conditional mask zeroes the advantage of a
-  random fraction rho of the qualifying responses and keeps their tokens in the
-  normaliser. We leave TRL's option off and multiply the advantages by our keep-mask;
-  `truncation_mask: all` does what TRL's option does (advantage 0 and tokens out).
-- TRL has no dynamic sampling: the refill loop is ours, calling TRL's
-  `_generate_and_score_completions` once per extra round and merging the rounds' rows.
-- TRL's advantages are recomputed from the same rewards with `group_advantages` (eps
-  1e-6 as verl, TRL uses 1e-4); TRL's loss is replaced by ours (verl's clip fractions,
-  dual clip, k1/k3, three aggregation modes), which therefore applies TRL's vLLM
-  importance-sampling ratio itself.
-- With use_vllm, TRL's colocated engine is started with the policy's dtype, eagerly;
-  that and the rest of what we change of TRL's vLLM integration is `vllm_rollout.py`.
+Where this class meets TRL's private methods (the rollout, the log-prob pass, the
+sampling, the loss, checkpoints, the fused head's temperature) is `trl_hooks.py`, which
+states the TRL version it was read against and checks it; what TRL does that we undo or
+avoid, and why, is docs/training.md ("TRL 1.16.0 traps, and what we do").
 
 Departures from the paper (and from DAPO), all ours:
 - Dynamic sampling's extra prompts are drawn uniformly from the training set by a seeded
@@ -81,7 +68,7 @@ from pathlib import Path
 
 import torch
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOConfig
 
 from microcoder.algorithms import (
     aggregate_loss,
@@ -106,7 +93,8 @@ from microcoder.training.reward import EvaluatorReward, ScoredBatch, chunk_bound
 from microcoder.training.rollouts import merge_rollouts
 from microcoder.training.scoring import completion_log_probs, final_norm
 from microcoder.training.temperature import AdaptiveTemperature, StagedSchedule
-from microcoder.training.vllm_rollout import VLLM_METRIC_KEYS, colocated_vllm, correction_stats, heldout_generate
+from microcoder.training.trl_hooks import TRLHooks
+from microcoder.training.vllm_rollout import VLLM_METRIC_KEYS, correction_stats, heldout_generate
 
 STATE_FILE = "microcoder_state.json"
 
@@ -150,40 +138,20 @@ def problem_scores(results) -> dict[str, float]:
     return {problem_id: accepted / judged for problem_id, (judged, accepted) in tally.items()}
 
 
-# ---- temperature reaching the training log-probs ------------------------------------------
-
-def fused_head_temperature_cell(model):
-    """The closure cell holding the temperature of TRL's fused LM head on `model`.
-
-    `trl.trainer.utils.add_fused_lm_head` replaces `model.forward` with a closure over
-    `temperature`; the training and old/reference log-probs are softmax(logits / that T).
-    Writing the cell changes T for every later call, whatever wraps the forward later.
-    """
-    function = getattr(model.forward, "__func__", model.forward)
-    names = function.__code__.co_freevars
-    if "temperature" not in names:
-        raise RuntimeError("model.forward is not TRL's fused LM head (no `temperature` in its closure); "
-                           "trl's internals changed: pin trl==1.16.0 or update fused_head_temperature_cell")
-    return function.__closure__[names.index("temperature")]
-
-
 # ---- the trainer ----------------------------------------------------------------------------
 
-class MicroCoderTrainer(GRPOTrainer):
-    """GRPOTrainer with our temperature control, advantages, masks, loss and metrics."""
+class MicroCoderTrainer(TRLHooks):
+    """GRPOTrainer with our temperature control, advantages, masks, loss and metrics (TRL's
+    private methods reach them through `TRLHooks`)."""
 
     def __init__(self, *, config: TrainConfig, model, tokenizer, train_dataset, reward: EvaluatorReward,
                  args: GRPOConfig, heldout: Sequence[Problem] = (), run_dir: str | Path | None = None):
-        with colocated_vllm() if args.use_vllm else contextlib.nullcontext():
-            super().__init__(model=model, reward_funcs=[reward], args=args, train_dataset=train_dataset,
-                             processing_class=tokenizer)
+        super().__init__(model=model, reward_funcs=[reward], args=args, train_dataset=train_dataset,
+                         processing_class=tokenizer)
         self.config = config
         self.reward = reward
         self.heldout = list(heldout)
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.temperature_cells = [fused_head_temperature_cell(self.model)]
-        if self.ref_model is not None:
-            self.temperature_cells.append(fused_head_temperature_cell(self.accelerator.unwrap_model(self.ref_model)))
         self.schedule = StagedSchedule(config.temperature_stages)
         self.controller = None
         if config.temperature_control == "adaptive":
@@ -219,21 +187,10 @@ class MicroCoderTrainer(GRPOTrainer):
         """Rollout steps completed so far."""
         return self.state.global_step // self.config.updates_per_step
 
-    def set_temperature(self, temperature: float) -> None:
-        """Sample AND compute training / old / reference log-probs at `temperature`."""
-        self.temperature = temperature
-        if self.use_vllm:  # TRL's vLLM sampler reads its own copy
-            self.vllm_generation.temperature = temperature
-        else:
-            self.generation_config.temperature = temperature
-            self.generation_kwargs["temperature"] = temperature
-        for cell in self.temperature_cells:
-            cell.cell_contents = temperature
-
     # ---- steps 1-4: temperature, rollout, score, advantage ----------------------------------
-    def _generate_and_score_completions(self, inputs):
-        if not self.model.training:  # TRL's own evaluation loop; unused by run_training
-            return super()._generate_and_score_completions(inputs)
+    def rollout(self, inputs: list[dict]) -> dict:
+        """One training rollout of the generation batch `inputs` (TRL's layout: each prompt's
+        row group_size times), with our advantages and masks in the dict TRL trains on."""
         step = self.rollout_step + 1
         temperature = self.controller.temperature if self.controller else self.schedule.temperature(step)
         self.set_temperature(temperature)  # 1
@@ -262,17 +219,16 @@ class MicroCoderTrainer(GRPOTrainer):
         self.rollout_record.update(correction)
         return output
 
-    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
-                                           batch_size=None, compute_entropy=False, **kwargs):
-        """TRL's log-probs (and entropies) of the completion tokens, batch by batch, the LM head
-        run on the completion positions only (`scoring`), each batch starting from the frozen
-        layers' recorded output when this rollout has seen its rows. Text models only; TRL's
-        own path otherwise."""
+    def completion_log_probs(self, model, input_ids, attention_mask, logits_to_keep: int, batch_size: int | None,
+                             compute_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """TRL's log-probs (and entropies), each (B, K), of the completion tokens, batch by
+        batch, the LM head run on the completion positions only (`scoring`), each batch
+        starting from the frozen layers' recorded output when this rollout has seen its rows.
+        None for a model without a final norm (TRL's own pass is used)."""
         unwrapped = self.accelerator.unwrap_model(model)
         norm = final_norm(unwrapped)
-        if norm is None or any(value is not None and value is not False for value in kwargs.values()):
-            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                              batch_size, compute_entropy=compute_entropy, **kwargs)
+        if norm is None:
+            return None
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
@@ -283,61 +239,38 @@ class MicroCoderTrainer(GRPOTrainer):
                 part = completion_log_probs(model, norm, ids, mask, logits_to_keep)
             logps.append(part[0])
             entropies.append(part[1])
-        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
 
     def sample_and_score(self, inputs: list[dict]) -> dict:
         """TRL's rollout of `inputs` (sample, old / reference log-probs, reward), the reward
         told the rows' problems first so that it can judge each chunk as soon as it is sampled."""
         self.reward.begin_round([row["problem_id"] for row in inputs])
-        return super()._generate_and_score_completions(inputs)
+        return self.trl_rollout(inputs)
 
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        """TRL's sampling of the process-local rows, in `rollout_chunks` calls (training
-        rollouts, HF generate), each chunk handed to the reward's early judging when sampled.
+    def sample_rows(self, prompt_ids: list[list[int]], sample, text_only: bool):
+        """TRL's sampling (`sample`, rows -> (completion ids, vLLM log-probs or None)) of the
+        process-local rows, in `rollout_chunks` calls (training rollouts, HF generate), each
+        chunk handed to the reward's early judging when sampled.
 
         Chunks are consecutive rows; each `generate` call left-pads its chunk to the chunk's
         longest prompt and draws from the torch random stream where the previous one
         stopped, so the samples depend on `rollout_chunks` (not on `reward_overlap`).
         """
         chunks = self.config.rollout_chunks if self.model.training else 1
-        if chunks > 1 and (self.use_vllm or images is not None or multimodal_fields):
+        if chunks > 1 and (self.use_vllm or not text_only):
             raise NotImplementedError("rollout_chunks > 1 samples text prompts with HF generate only")
         completion_ids: list[list[int]] = []
         logprobs = None
-        shared = (self.config.shared_prefill and self.model.training and not self.use_vllm and images is None
-                  and not multimodal_fields)
+        shared = self.config.shared_prefill and self.model.training and not self.use_vllm and text_only
         for start, end in chunk_bounds(len(prompt_ids), chunks):
             with self.shared_prefill() if shared else contextlib.nullcontext():
-                ids, logprobs = super()._generate_single_turn(prompt_ids[start:end], images, multimodal_fields,
-                                                              num_generations, has_tool_images)
+                ids, logprobs = sample(prompt_ids[start:end])
             completion_ids += ids
             # Decoded as TRL decodes them for the reward (prompts are plain text); only when
             # the reward judges early, since TRL decodes the whole batch again afterwards.
             if self.model.training and self.reward.overlap:
                 self.reward.judge_early(start, self.processing_class.batch_decode(ids, skip_special_tokens=True))
         return completion_ids, logprobs  # logprobs: vLLM's (one chunk), None from HF generate
-
-    @contextlib.contextmanager
-    def shared_prefill(self):
-        """Inside, the policy's `generate` computes a group's prompt cache once for its G rows
-        (`shared_prefill_generate`)."""
-        from microcoder.policy.generation import shared_prefill_generate
-
-        model = self.accelerator.unwrap_model(self.model)
-        own = model.__dict__.get("generate")  # an instance attribute (a probe's wrapper) to put back
-        inner = model.generate
-
-        def generate(input_ids, attention_mask, **kwargs):
-            return shared_prefill_generate(inner, model, input_ids, attention_mask, **kwargs)
-
-        model.generate = generate
-        try:
-            yield
-        finally:
-            if own is None:
-                del model.generate
-            else:
-                model.generate = own
 
     def sample_mixed_groups(self, output: dict, scored: ScoredBatch) -> tuple[dict, ScoredBatch, Sampling]:
         """DAPO's dynamic sampling: a batch of groups whose correctness differs, refilled.
@@ -433,13 +366,10 @@ class MicroCoderTrainer(GRPOTrainer):
         return StepAdvantages(advantages, mask, truncated, loss_keep, group_keep)
 
     # ---- step 5: update -----------------------------------------------------------------------
-    def _compute_loss(self, model, inputs):
-        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
-        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
-        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
-        logp, entropies, _ = self._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=True)  # (B, S) at T
+    def policy_loss(self, inputs: dict, logp: torch.Tensor, entropies: torch.Tensor) -> torch.Tensor:
+        """The loss of one micro-batch from its log-probs and entropies (B, K) at T; the
+        update's statistics are recorded on the way."""
+        completion_mask = inputs["completion_mask"]
         old_logp = inputs.get("old_per_token_logps")
         old_logp = logp.detach() if old_logp is None else old_logp  # on-policy: ratio 1, gradient of logp
         per_token_loss, clip = clipped_policy_loss(
@@ -462,8 +392,7 @@ class MicroCoderTrainer(GRPOTrainer):
             self.update_stats["ratio_deviation"].append(clip["ratio_deviation"].item())
             if self.config.beta > 0:
                 self.update_stats["kl"].append(((per_token_kl * completion_mask).sum() / tokens).item())
-        # TRL sets loss_is_scaled_for_ga: the micro-batch losses of an update are summed.
-        return loss / self.current_gradient_accumulation_steps
+        return loss
 
     # ---- step 6: log ----------------------------------------------------------------------------
     def record_rollout(self, step: int, temperature: float, scored: ScoredBatch, decided: StepAdvantages,
@@ -546,9 +475,7 @@ class MicroCoderTrainer(GRPOTrainer):
             # the long evaluation only before the first step and after the last
             record.update(self.heldout_accuracies(long=step == self.config.total_steps))
         record = {key: record[key] for key in METRIC_KEYS + VLLM_METRIC_KEYS if key in record}
-        for key, value in record.items():  # also through TRL's logging to report_to backends
-            if key != "step":
-                self._metrics["train"][f"microcoder/{key}"].append(float(value))
+        self.log_to_trl({key: value for key, value in record.items() if key != "step"})  # to report_to backends
         self.write_record(record)
         self.last_record = record
         return record
@@ -604,11 +531,9 @@ class MicroCoderTrainer(GRPOTrainer):
         return summarize(results, ks=(1,)).get("pass@1", math.nan)
 
     # ---- checkpoints: our own state beside TRL's ---------------------------------------------------
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        # Every process saves its own generators (as TRL saves rng_state_<rank>.pth).
-        folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-        folder.mkdir(parents=True, exist_ok=True)
+    def save_own_state(self, folder: Path) -> None:
+        """Our state beside TRL's in the checkpoint `folder`; every process saves its own
+        generators (as TRL saves rng_state_<rank>.pth)."""
         state = {
             "mask_generator": self.mask_generator.get_state().tolist(),
             "refill_generator": self.refill_generator.get_state().tolist(),
@@ -625,11 +550,9 @@ class MicroCoderTrainer(GRPOTrainer):
             return STATE_FILE
         return STATE_FILE.replace(".json", f"_{self.accelerator.process_index}.json")
 
-    def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is None:
-            return
-        path = Path(checkpoint) / self.state_file
+    def load_own_state(self, folder: Path) -> None:
+        """Our state from the checkpoint `folder` being resumed (absent: a checkpoint of TRL's alone)."""
+        path = folder / self.state_file
         if path.is_file():
             state = json.loads(path.read_text(encoding="utf-8"))
             self.mask_generator.set_state(torch.tensor(state["mask_generator"], dtype=torch.uint8))

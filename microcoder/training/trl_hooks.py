@@ -1,0 +1,249 @@
+"""Every place microcoder reaches into TRL's private internals, read against trl 1.16.0.
+
+`MicroCoderTrainer` (trainer.py) is our method; TRL's GRPOTrainer runs the loop around it
+(data loader, buffered generation batch, gradient accumulation, checkpoints, logging).
+The seams between the two are TRL's underscore methods and attributes, which a TRL
+release may rename, re-sign or change the meaning of without notice. `TRLHooks` holds
+every override of them, each a few lines that hand over to a public method of ours, so
+that the trainer reads as the method and this file as the list of what an upgrade must
+re-check. The hooks, what TRL does under each (1.16.0), and the test that breaks when
+that changes (tests/test_training_trl_hooks.py unless named):
+
+- `_generate_and_score_completions(inputs)`: TRL's rollout of a generation batch
+  (sample, old / reference log-probs, reward, TRL's advantages), called by TRL's
+  `_prepare_inputs` once per generation batch. In training it becomes our `rollout`;
+  `trl_rollout` is TRL's own, which `rollout` calls once per sampling round.
+- `_get_per_token_logps_and_entropies(...)`: every log-prob pass (old, reference,
+  update). Ours scores the completion positions only (`completion_log_probs`) and must
+  give TRL's numbers; multimodal inputs and models without a final norm keep TRL's.
+- `_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, ...)`:
+  the sampling of the process-local rows; ours splits it into `rollout_chunks` calls of
+  TRL's (`sample_rows`).
+- `model.generate`, swapped while TRL samples (`shared_prefill`): TRL's HF path calls
+  `unwrapped_model.generate(input_ids=..., attention_mask=..., generation_config=...)`
+  on the model `accelerator.unwrap_model` gives.
+- `_compute_loss(model, inputs)`: the loss of one micro-batch, called by `compute_loss`;
+  ours is `policy_loss`, fed TRL's log-prob pass, and divided by the gradient
+  accumulation steps because TRL sets `loss_is_scaled_for_ga` (transformers then does
+  not divide).
+- `_save_checkpoint(model, trial)` / `_load_optimizer_and_scheduler(checkpoint)`: our
+  state (generators, controller, totals) saved into and restored from TRL's
+  `checkpoint-<global step>` folder (`save_own_state`, `load_own_state`).
+- The fused LM head's temperature: `add_fused_lm_head` closes over the temperature when
+  the trainer is built, so `set_temperature` rewrites that closure cell (the policy's and
+  the reference model's) beside TRL's sampling temperature
+  (tests/test_training_logprobs.py).
+- `_metrics["train"]`: what TRL averages into its logs for `report_to` (`log_to_trl`).
+- vLLM (tests/test_vllm_training.py, tests/test_vllm_generation.py: the vLLM environment,
+  `bash scripts/test_vllm.sh`; here only TRL's names and signatures are checked):
+  `grpo_trainer.VLLMGeneration` swapped while the trainer is built (`colocated_vllm`),
+  `VLLMGeneration._init_vllm` (the engine start, `vllm_generation.LLM` given our dtype
+  and eager mode), `sync_weights` through `_iter_named_params` (colocate weight sync),
+  and `_last_loaded_step`, TRL's record of the step whose weights vLLM holds
+  (`sync_vllm_weights`). Why each is changed: `vllm_rollout.py`.
+
+Building a trainer checks the installed TRL against `TRL_VERSION` and refuses another
+one unless `ACCEPT_TRL_ENV` names it (after the hooks were checked against it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import torch
+import trl
+from trl import GRPOTrainer
+
+from microcoder.policy.vllm_engine import dtype_name, prepare_environment, push_weights
+
+TRL_VERSION = "1.16.0"
+"""The TRL release the hooks below were read against (pyproject.toml pins it)."""
+ACCEPT_TRL_ENV = "MICROCODER_ACCEPT_TRL"
+"""Set to an installed TRL version other than TRL_VERSION to run on it anyway."""
+
+
+def check_trl_version(installed: str | None = None) -> None:
+    """Raise RuntimeError unless the installed TRL is TRL_VERSION or the one ACCEPT_TRL_ENV names."""
+    installed = trl.__version__ if installed is None else installed
+    if installed == TRL_VERSION or os.environ.get(ACCEPT_TRL_ENV) == installed:
+        return
+    raise RuntimeError(
+        f"trl {installed} is installed, but microcoder's trainer overrides private methods of trl {TRL_VERSION} "
+        f"(microcoder/training/trl_hooks.py), which another release may have changed. Install trl=={TRL_VERSION}; "
+        f"or check each hook against trl {installed} (python -m pytest tests/test_training_trl_hooks.py) and "
+        f"set {ACCEPT_TRL_ENV}={installed} to run on it.")
+
+
+def fused_head_temperature_cell(model):
+    """The closure cell holding the temperature of TRL's fused LM head on `model`.
+
+    `trl.trainer.utils.add_fused_lm_head` replaces `model.forward` with a closure over
+    `temperature`; the training and old/reference log-probs are softmax(logits / that T).
+    Writing the cell changes T for every later call, whatever wraps the forward later.
+    """
+    function = getattr(model.forward, "__func__", model.forward)
+    names = function.__code__.co_freevars
+    if "temperature" not in names:
+        raise RuntimeError("model.forward is not TRL's fused LM head (no `temperature` in its closure); "
+                           f"trl's internals changed: pin trl=={TRL_VERSION} or update fused_head_temperature_cell")
+    return function.__closure__[names.index("temperature")]
+
+
+class TRLHooks(GRPOTrainer):
+    """GRPOTrainer whose private methods hand over to the subclass's public ones.
+
+    The subclass provides `rollout`, `completion_log_probs`, `sample_rows`, `policy_loss`,
+    `save_own_state` and `load_own_state` (trainer.py, MicroCoderTrainer).
+    """
+
+    def __init__(self, *, model, reward_funcs, args, train_dataset, processing_class):
+        check_trl_version()
+        with colocated_vllm() if args.use_vllm else contextlib.nullcontext():
+            super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
+                             processing_class=processing_class)
+        self.temperature_cells = [fused_head_temperature_cell(self.model)]
+        if self.ref_model is not None:
+            self.temperature_cells.append(fused_head_temperature_cell(self.accelerator.unwrap_model(self.ref_model)))
+
+    # ---- rollout ------------------------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs):
+        if not self.model.training:  # TRL's own evaluation loop; unused by run_training
+            return super()._generate_and_score_completions(inputs)
+        return self.rollout(inputs)
+
+    def trl_rollout(self, inputs: list[dict]) -> dict:
+        """TRL's rollout of `inputs`: sample, old / reference log-probs, reward; a dict of
+        (B, ...) tensors: prompt_ids, prompt_mask, completion_ids, completion_mask,
+        advantages, and old_per_token_logps / ref_per_token_logps where TRL computes them."""
+        return super()._generate_and_score_completions(inputs)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        def sample(rows: list[list[int]]):
+            """TRL's sampling of some of the rows: (completion ids per row, vLLM's log-probs or None)."""
+            return super(TRLHooks, self)._generate_single_turn(rows, images, multimodal_fields, num_generations,
+                                                               has_tool_images)
+
+        return self.sample_rows(prompt_ids, sample, text_only=images is None and not multimodal_fields)
+
+    @contextlib.contextmanager
+    def shared_prefill(self):
+        """Inside, the policy's `generate` computes a group's prompt cache once for its G rows
+        (`shared_prefill_generate`)."""
+        from microcoder.policy.generation import shared_prefill_generate
+
+        model = self.accelerator.unwrap_model(self.model)
+        own = model.__dict__.get("generate")  # an instance attribute (a probe's wrapper) to put back
+        inner = model.generate
+
+        def generate(input_ids, attention_mask, **kwargs):
+            return shared_prefill_generate(inner, model, input_ids, attention_mask, **kwargs)
+
+        model.generate = generate
+        try:
+            yield
+        finally:
+            if own is None:
+                del model.generate
+            else:
+                model.generate = own
+
+    def set_temperature(self, temperature: float) -> None:
+        """Sample AND compute training / old / reference log-probs at `temperature`."""
+        self.temperature = temperature
+        if self.use_vllm:  # TRL's vLLM sampler reads its own copy
+            self.vllm_generation.temperature = temperature
+        else:
+            self.generation_config.temperature = temperature
+            self.generation_kwargs["temperature"] = temperature
+        for cell in self.temperature_cells:
+            cell.cell_contents = temperature
+
+    def sync_vllm_weights(self) -> None:
+        """Push the policy's current weights into the colocated vLLM engine, as TRL does
+        before a rollout, and tell TRL's rollout that they are there."""
+        self.vllm_generation.sync_weights()
+        self._last_loaded_step = self.state.global_step
+
+    # ---- update -------------------------------------------------------------------------------
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
+                                           batch_size=None, compute_entropy=False, **kwargs):
+        """(log-probs (B, K), entropies (B, K) or None, auxiliary loss None): ours where
+        `completion_log_probs` applies, TRL's for multimodal inputs and other models."""
+        if not any(value is not None and value is not False for value in kwargs.values()):
+            scored = self.completion_log_probs(model, input_ids, attention_mask, logits_to_keep, batch_size,
+                                               compute_entropy)
+            if scored is not None:
+                return scored[0], scored[1], None
+        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                          batch_size, compute_entropy=compute_entropy, **kwargs)
+
+    def _compute_loss(self, model, inputs):
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        logp, entropies, _ = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, inputs["completion_ids"].size(1), compute_entropy=True)  # (B, K) at T
+        # loss_is_scaled_for_ga: transformers sums the micro-batch losses of an update as they are.
+        return self.policy_loss(inputs, logp, entropies) / self.current_gradient_accumulation_steps
+
+    def log_to_trl(self, record: dict[str, float]) -> None:
+        """Hand `record` to TRL's logging (averaged into its next log line, to `report_to`)."""
+        for key, value in record.items():
+            self._metrics["train"][f"microcoder/{key}"].append(float(value))
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.save_own_state(folder)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            self.load_own_state(Path(checkpoint))
+
+
+# ---- vLLM: TRL's VLLMGeneration with our engine start and colocate weight sync ------------------
+
+def vllm_generation_class():
+    """TRL's VLLMGeneration with our engine start and colocate weight sync (vllm_rollout.py says why)."""
+    from trl.generation import vllm_generation
+
+    class MicroCoderVLLM(vllm_generation.VLLMGeneration):
+        def _init_vllm(self):
+            if self.mode != "colocate":
+                return super()._init_vllm()
+            prepare_environment(in_process=False)  # external_launcher keeps the engine in-process itself
+            original = vllm_generation.LLM
+            dtype = dtype_name(next(self.model.parameters()).dtype)
+
+            def llm(*args, **kwargs):
+                return original(*args, **kwargs, dtype=dtype, enforce_eager=True)
+
+            vllm_generation.LLM = llm
+            try:
+                super()._init_vllm()
+            finally:
+                vllm_generation.LLM = original
+
+        def sync_weights(self):
+            if self.mode != "colocate" or self.enable_sleep_mode:
+                return super().sync_weights()
+            push_weights(self.llm, self._iter_named_params())
+
+    return MicroCoderVLLM
+
+
+@contextlib.contextmanager
+def colocated_vllm():
+    """Inside, GRPOTrainer builds its vLLM generator from `vllm_generation_class()`."""
+    from trl.trainer import grpo_trainer
+
+    original = grpo_trainer.VLLMGeneration
+    grpo_trainer.VLLMGeneration = vllm_generation_class()
+    try:
+        yield
+    finally:
+        grpo_trainer.VLLMGeneration = original
