@@ -157,7 +157,7 @@ class ValidateConfig(Section):
     (code, tests, checker, limits) is found there takes that build's verdict and CPU times
     instead of running, so a rebuild reproduces its limits exactly; the others run. CPU time
     is a measurement: two builds from nothing differ in the few limits whose reference sits
-    within noise of a step's edge (docs/data_pipeline.md, "Two builds in a row").
+    within noise of a step's edge (results/data_pipeline.md, "Two builds in a row").
     References already in this build's own cache keep it: to reproduce a build, start from
     an empty work_dir."""
     retime_above: float = Field(0.5, gt=0, le=1)
@@ -166,27 +166,28 @@ class ValidateConfig(Section):
     """A passing run whose slowest test is within this factor below the time at which its
     derived limit leaves the floor (floor / multiple) is re-timed too, so a reference near
     that edge is timed the same way (least of `retime_runs`) in every build, whichever side
-    of the edge its first run falls. 1.5 covers the 1.41x rerun variation measured on tests
-    of 100 ms or more (docs/data_pipeline.md, "Time limits"). Cached verdicts are not
+    of the edge its first run falls. The default covers the rerun variation measured on
+    tests of 100 ms or more (docs/data_pipeline.md, "Time limits"). Cached verdicts are not
     re-timed when it changes."""
     time_limits_from_reference: bool = True
     """Set the `time_limit_s` of each problem whose reference passes to
     time_limit_multiple x its slowest test's CPU time, within [floor, cap] (validate.py);
     problems without a reference keep the source's limit, or none (the judge's default)."""
     time_limit_multiple: float = Field(3.0, ge=1, allow_inf_nan=False)
-    """Limit / the reference's slowest test. Rerun on the loaded 2-core VMs, no reference's
-    slowest test took over 2.2x its recorded time, none of 100 ms or more over 1.41x
-    (docs/data_pipeline.md, "Time limits": the measurements behind all three defaults)."""
+    """Limit / the reference's slowest test: above the most a reference's slowest test has
+    varied between reruns on loaded machines (docs/data_pipeline.md, "Time limits": the
+    measurements behind this default, the floor's and the cap's)."""
     time_limit_floor_s: PositiveNumber = 1.0
-    """The least limit; it decides nearly every problem (99.5% of references take under
-    0.1 s). Of LeetCodeDataset's model responses accepted at 2 s, 99.9% take under 0.06 s
-    on their slowest test; 1 s leaves room for a slower machine and a worse constant."""
+    """The least limit; it decides nearly every problem, as nearly every reference and
+    accepted model response is far faster (docs/data_pipeline.md, "Time limits"); the
+    default leaves room for a slower machine and a worse constant."""
     time_limit_cap_s: PositiveNumber = 6.0
-    """The greatest limit, what an infinite loop may cost per test: 1.5x the 4 s a
-    reference may take (`time_limit_s`), above the 1.41x rerun variation measured."""
+    """The greatest limit, what an infinite loop may cost per test: by default 1.5x the most
+    a reference may take (`time_limit_s`), above the rerun variation measured
+    (docs/data_pipeline.md, "Time limits")."""
     time_limit_step_s: PositiveNumber = 0.5
     """Derived limits are rounded up to a multiple of this, as judges publish coarse limits,
-    so CPU-time noise moves a limit only when it crosses a step (docs/data_pipeline.md,
+    so CPU-time noise moves a limit only when it crosses a step (results/data_pipeline.md,
     "Two builds in a row")."""
 
     key: ClassVar[str] = "validate"
@@ -246,8 +247,8 @@ class AmplifyConfig(Section):
     """Inputs generated per `call` problem with a reference (fewer when the input space is
     small); those the reference answers become hidden tests. More catch more wrong programs
     and cost amplify time and corpus size in proportion (benchmarks/corpus_adequacy.py
-    measures what a build's tests catch; docs/benchmarks.md, "Corpus adequacy", has 50
-    against 100)."""
+    measures what a build's tests catch; results/data_pipeline.md, "Corpus adequacy", has
+    50 against 100)."""
     seed: int = 0
     """Seed of the generated inputs (with each problem's id)."""
     max_items: int = Field(60, ge=1)
