@@ -275,8 +275,10 @@ def test_the_shipped_data_configs_load_and_short_forms_expand(tmp_path):
         config = load_build_config(path)
         assert config.sources and config.decontaminate.eval_sets and config.base_dir == str(REPO), path
     path = tmp_path / "short.yaml"
-    path.write_text("sources: [a.jsonl, {path: 'hf:json', data_files: x.json}]\ndedup:\n")
+    path.write_text("sources: [a.jsonl, {path: 'hf:json', data_files: x.json}]\ndedup:\n"
+                    "difficulty: {date_cutoff: 2024-01-01}\n")  # YAML reads the day as a date
     config = load_build_config(path)
+    assert config.difficulty.date_cutoff == "2024-01-01"
     assert [source.path for source in config.sources] == ["a.jsonl", "hf:json"]
     assert config.sources[1].data_files == ["x.json"] and config.dedup.threshold == 0.7
     assert config.base_dir == str(tmp_path)  # no pyproject.toml above it: the config's folder

@@ -12,6 +12,7 @@ the config's folder.
 
 from __future__ import annotations
 
+import datetime
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, get_args
@@ -296,6 +297,12 @@ class DifficultyConfig(Section):
     """With a cutoff, keep problems that have no date."""
 
     key: ClassVar[str] = "difficulty"
+
+    @field_validator("date_cutoff", mode="before")
+    @classmethod
+    def _day_as_text(cls, value: Any) -> Any:
+        """YAML reads an unquoted 2024-01-01 as a date: the same day, as text."""
+        return value.isoformat() if isinstance(value, datetime.date) else value
 
 
 class ExportConfig(Section):
