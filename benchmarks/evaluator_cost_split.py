@@ -15,9 +15,9 @@ from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import Problem
 
 try:
-    from evaluator_speed import CORRECT as CODE  # run as a script: benchmarks/ is on the path
+    from workloads import CORRECT as CODE  # run as a script: benchmarks/ is on the path
 except ImportError:
-    from benchmarks.evaluator_speed import CORRECT as CODE
+    from benchmarks.workloads import CORRECT as CODE
 
 
 

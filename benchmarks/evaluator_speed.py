@@ -28,65 +28,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 import time
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.problems import DEFAULT_CALL_PRELUDE, Problem
 
-try:
-    from fork_floor import floor_ms_per_sample  # run as a script: benchmarks/ is on the path
+try:  # run as a script: benchmarks/ is on the path
+    from fork_floor import floor_ms_per_sample
+    from workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, rl_mix, stdin_problem
 except ImportError:
     from benchmarks.fork_floor import floor_ms_per_sample
+    from benchmarks.workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, rl_mix, stdin_problem
 
-TIME_LIMIT_S = 1.0
 FIXED_RL_LIMIT_S = 6.0  # one generous constant, as before limits came from references
-
-
-def busy(milliseconds: float) -> str:
-    """Python that burns about this much CPU, then continues."""
-    return (
-        "import time as _t\n_end = _t.process_time() + %f\nwhile _t.process_time() < _end:\n    pass\n" % (milliseconds / 1000)
-    )
-
-
-def stdin_problem(tests: int) -> Problem:
-    rows = [{"input": f"{i} {i * 7}\n", "output": f"{i + i * 7}\n"} for i in range(tests)]
-    return Problem(id="add", prompt="", kind="stdin", tests=rows, time_limit_s=TIME_LIMIT_S)
-
-
-def call_problem(tests: int) -> Problem:
-    rows = [{"input": f"{i}\n{i * 7}", "output": f"{i + i * 7}"} for i in range(tests)]
-    return Problem(id="addc", prompt="", kind="call", entry_point="Solution().add", tests=rows, time_limit_s=TIME_LIMIT_S)
-
-
-CORRECT = "a, b = map(int, input().split())\nprint(a + b)\n"
-CORRECT_CALL = "class Solution:\n    def add(self, a: int, b: int) -> int:\n        return a + b\n"
-
-
-LOOP = "while True:\n    pass\n"
-SLOW_CORRECT = busy(50) + CORRECT
-
-
-def rl_mix(samples: int, tests: int, seed: int = 0, loops: int = 4, slow: int = 4) -> list[str]:
-    """`loops` infinite loops, `slow` correct programs that burn ~50 ms per test, and of the
-    rest half correct, a quarter wrong (on a random test), a quarter crashing (on a random
-    test): what a policy's rollouts look like early in training."""
-    rng = random.Random(seed)
-    rest = samples - loops - slow
-    codes = [LOOP] * loops + [SLOW_CORRECT] * slow
-    for index in range(rest):
-        if index < rest // 2:
-            codes.append(CORRECT)
-        elif index < rest * 3 // 4:
-            bad = rng.randrange(tests)
-            codes.append(f"a, b = map(int, input().split())\nprint(a + b + (1 if a == {bad} else 0))\n")
-        else:
-            crash_at = rng.randrange(tests)
-            codes.append(f"a, b = map(int, input().split())\nassert a != {crash_at}\nprint(a + b)\n")
-    rng.shuffle(codes)
-    return codes
 
 
 def reference_derived_limit(evaluator: Evaluator, problem: Problem, reference: str) -> tuple[float, float]:

@@ -97,7 +97,7 @@ def main() -> None:
         timed_serve(args)
         return
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks.evaluator_speed import CORRECT, CORRECT_CALL
+    from benchmarks.workloads import CORRECT, CORRECT_CALL
     from microcoder.problems import DEFAULT_CALL_PRELUDE
 
     for kind, code, prelude in (("stdin", CORRECT, ""), ("call", CORRECT_CALL, DEFAULT_CALL_PRELUDE)):

@@ -28,9 +28,9 @@ import time
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 
 try:
-    from evaluator_speed import CORRECT, rl_mix, stdin_problem  # run as a script: benchmarks/ is on the path
+    from workloads import CORRECT, rl_mix, stdin_problem  # run as a script: benchmarks/ is on the path
 except ImportError:
-    from benchmarks.evaluator_speed import CORRECT, rl_mix, stdin_problem
+    from benchmarks.workloads import CORRECT, rl_mix, stdin_problem
 
 
 def start_server(workers: int, *options: str) -> tuple[subprocess.Popen, str, int]:

@@ -3,16 +3,20 @@ its entry point and calls it; no logic lives here."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 from pathlib import Path
-from typing import Optional
+from typing import ClassVar, Optional
 
+import click
 import typer
 import yaml
+from pydantic import BaseModel
 from rich.console import Console
+from typer.core import TyperCommand
 
 from microcoder.data.cli import data_app
-from microcoder.evaluator.sandbox import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
 from microcoder.problems import ProblemFormatError
 
 TRACEBACK_VARIABLE = "MICROCODER_TRACEBACK"
@@ -26,23 +30,77 @@ def _fail(console: Console, error: BaseException) -> None:
     console.print(f"[red]error:[/red] {error}")
     raise typer.Exit(2) from None
 
+def field_default(config: type, name: str) -> object:
+    """The default of field `name` of a config (a dataclass or a pydantic model)."""
+    if issubclass(config, BaseModel):
+        return config.model_fields[name].get_default(call_default_factory=True)
+    field = {field.name: field for field in dataclasses.fields(config)}[name]
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+
+
+def shown_default(value: object) -> str:
+    """A default as the help writes it: a sequence comma-separated, anything else as str()."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+class ConfigDefaults(TyperCommand):
+    """A command whose options set fields of one config, and whose help states each field's
+    default read from the config itself, so there is nothing to keep in sync.
+
+    Options default to None ("the config's default"), so click has no default to show;
+    when the help is formatted, every option that sets a field with a default other than
+    None, and whose help does not state one in words, gets "[default: X]". The config is
+    imported then, not at start-up (eval-model's pulls in torch)."""
+
+    config: ClassVar[str] = ""
+    """"module:Class" of the config."""
+    fields: ClassVar[dict[str, str]] = {}
+    """Option name -> config field, where the two differ (--time-limit sets time_limit_s)."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        module, _, name = self.config.partition(":")
+        config = getattr(importlib.import_module(module), name)
+        for param in self.params:
+            field = self.fields.get(param.name, param.name)
+            help_text = getattr(param, "help", None)
+            if param.default is not None or not help_text or "[default:" in help_text \
+                    or field not in _field_names(config):
+                continue  # click states its own default; prose states one; or no field
+            value = field_default(config, field)
+            if value is not None:
+                stated = f" [default: {shown_default(value)}]"
+                param.help = f"{help_text[:-1]}{stated}." if help_text.endswith(".") else help_text + stated
+        super().format_help(ctx, formatter)
+
+
+def config_defaults(config: str, **fields: str) -> type[ConfigDefaults]:
+    """The command class whose help states the defaults of `config` ("module:Class");
+    `fields` maps option names to the fields they set where the names differ."""
+    return type(f"ConfigDefaults_{config.rpartition(':')[2]}", (ConfigDefaults,), {"config": config, "fields": fields})
+
+
+def _field_names(config: type) -> set[str]:
+    return set(config.model_fields) if issubclass(config, BaseModel) else {field.name for field in dataclasses.fields(config)}
+
+
 # rich_markup_mode=None: our help strings state "[default: ...]", which rich markup would swallow as a tag.
 app = typer.Typer(help="microcoder: RL training, evaluation and data for code models.", no_args_is_help=True,
                   rich_markup_mode=None)
 app.add_typer(data_app, name="data")
 
 
-@app.command()
+@app.command(cls=config_defaults("microcoder.evaluator.evaluate:EvaluatorConfig", time_limit="time_limit_s",
+                                  memory_limit="memory_limit_mb"))
 def evaluate(
     problems: Optional[Path] = typer.Option(None, help="Canonical problems JSONL. Omit for the embedded default (HumanEval canonical solutions)."),
     samples: Optional[Path] = typer.Option(None, help='Samples JSONL: {"problem_id", "response"} or {"problem_id", "code"} per line.'),
     out: Path = typer.Option(Path("results.jsonl"), help="Results JSONL, one row per sample; a .summary.json is written beside it."),
-    workers: Optional[int] = typer.Option(None, help="Parallel runs; 0 = one per usable core [default: 0]."),
-    mode: Optional[str] = typer.Option(None, help="robust (our rules) or strict (LiveCodeBench's rules) [default: robust]."),
+    workers: Optional[int] = typer.Option(None, help="Parallel runs; 0 = one per usable core."),
+    mode: Optional[str] = typer.Option(None, help="robust (our rules) or strict (LiveCodeBench's rules)."),
     all_tests: bool = typer.Option(False, "--all-tests", help="Run every test, not stopping at the first failure."),
-    time_limit: Optional[float] = typer.Option(None, help=f"CPU seconds per test when a problem sets none (a problem's time_limit_s, e.g. from its reference solution, wins) [default: {DEFAULT_TIME_LIMIT_S}]."),
-    time_limit_scale: Optional[float] = typer.Option(None, help="Multiply every test's CPU limit (the problem's or --time-limit) by this, e.g. 2 on a machine twice as slow as the one the limits were measured on [default: 1.0]."),
-    memory_limit: Optional[int] = typer.Option(None, help=f"MiB of address space per test when a problem sets none [default: {DEFAULT_MEMORY_LIMIT_MB}]."),
+    time_limit: Optional[float] = typer.Option(None, help="CPU seconds per test when a problem sets none (a problem's time_limit_s, e.g. from its reference solution, wins)."),
+    time_limit_scale: Optional[float] = typer.Option(None, help="Multiply every test's CPU limit (the problem's or --time-limit) by this, e.g. 2 on a machine twice as slow as the one the limits were measured on."),
+    memory_limit: Optional[int] = typer.Option(None, help="MiB of address space per test when a problem sets none."),
     resume: bool = typer.Option(False, "--resume", help="Keep rows already in --out; judge only the rest."),
 ) -> None:
     """Run model-written programs against tests in the sandbox and judge them."""
@@ -64,24 +122,24 @@ def _given(**options) -> dict:
     return {key: value for key, value in options.items() if value is not None}
 
 
-@app.command("eval-model")
+@app.command("eval-model", cls=config_defaults("microcoder.policy.evaluation:ModelEvalConfig"))
 def eval_model(
     model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
-    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (held-out default problems) [default: default]."),
-    n: Optional[int] = typer.Option(None, help="Samples per problem; pass@1 is estimated from all n [default: 4]."),
-    max_new_tokens: Optional[list[int]] = typer.Option(None, help="Response-length limit; repeat for several (sampled once at the largest) [default: 512]."),
-    temperature: Optional[float] = typer.Option(None, help="Sampling temperature [default: 0.6]."),
-    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling mass [default: 0.95]."),
-    out: Optional[Path] = typer.Option(None, help="Output directory; run again to resume it [default: eval]."),
-    seed: Optional[int] = typer.Option(None, help="Sampling seed [default: 0]."),
-    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split [default: 0]."),
-    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
-    workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core [default: 0]."),
-    backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm [default: auto]."),
+    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (held-out default problems)."),
+    n: Optional[int] = typer.Option(None, help="Samples per problem; pass@1 is estimated from all n."),
+    max_new_tokens: Optional[list[int]] = typer.Option(None, help="Response-length limit; repeat for several (sampled once at the largest)."),
+    temperature: Optional[float] = typer.Option(None, help="Sampling temperature."),
+    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling mass."),
+    out: Optional[Path] = typer.Option(None, help="Output directory; run again to resume it."),
+    seed: Optional[int] = typer.Option(None, help="Sampling seed."),
+    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split."),
+    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch."),
+    workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core."),
+    backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm."),
     since: Optional[str] = typer.Option(None, help="Keep problems dated on or after this day, YYYY-MM-DD (LiveCodeBench: the contest date)."),
     until: Optional[str] = typer.Option(None, help="Keep problems dated on or before this day, YYYY-MM-DD."),
     window: Optional[str] = typer.Option(None, help="A named LiveCodeBench window for --since/--until: v2 ... v6 (what that release added; v6 is 2025-02-01 .. 2025-04-30) or release_v1 ... release_v6 (docs/evaluation.md)."),
-    strict_judge: Optional[bool] = typer.Option(None, "--strict-judge/--no-strict-judge", help="Also judge by LiveCodeBench's rules and print both judges' pass@1 side by side [default: True]."),
+    strict_judge: Optional[bool] = typer.Option(None, "--strict-judge/--no-strict-judge", help="Also judge by LiveCodeBench's rules and print both judges' pass@1 side by side."),
 ) -> None:
     """Sample n responses per problem from a model, judge them, and report pass@1 overall, by
     source and by difficulty. (`microcoder evaluate` judges samples you already have.)
@@ -128,21 +186,21 @@ def plot(
     console.print(f"wrote {written}")
 
 
-@app.command("temperature-probe")
+@app.command("temperature-probe", cls=config_defaults("microcoder.training.probe:ProbeConfig"))
 def temperature_probe(
     model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
-    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (training default problems) [default: default]."),
-    temperatures: Optional[str] = typer.Option(None, help="Comma-separated candidates [default: 0.6,0.8,1.0,1.2]."),
-    n: Optional[int] = typer.Option(None, help="Responses per prompt [default: 8]."),
-    num_prompts: Optional[int] = typer.Option(None, help="Probe prompts sampled from the problems [default: 8]."),
+    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (training default problems)."),
+    temperatures: Optional[str] = typer.Option(None, help="Comma-separated candidates."),
+    n: Optional[int] = typer.Option(None, help="Responses per prompt."),
+    num_prompts: Optional[int] = typer.Option(None, help="Probe prompts sampled from the problems."),
     max_new_tokens: Optional[int] = typer.Option(None, help="Response-length limit [default: the training config's]."),
     target_diversity: Optional[float] = typer.Option(None, help="Diversity training is expected to converge to. Without it or --target-from the probe only measures and chooses nothing (exit 1)."),
     target_from: Optional[Path] = typer.Option(None, help="Take the target from a pilot run: mean diversity of the last quarter of its logged steps."),
-    max_spread: Optional[float] = typer.Option(None, help="Refuse a T whose per-prompt diversities have a std above this [default: 0.2]."),
-    max_diversity: Optional[float] = typer.Option(None, help="Refuse a T whose mean diversity is above this: noise [default: 0.97]."),
-    seed: Optional[int] = typer.Option(None, help="Seed of the prompt sample and of sampling [default: 0]."),
-    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split [default: 0]."),
-    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch [default: 16]."),
+    max_spread: Optional[float] = typer.Option(None, help="Refuse a T whose per-prompt diversities have a std above this."),
+    max_diversity: Optional[float] = typer.Option(None, help="Refuse a T whose mean diversity is above this: noise."),
+    seed: Optional[int] = typer.Option(None, help="Seed of the prompt sample and of sampling."),
+    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split."),
+    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch."),
     out: Optional[Path] = typer.Option(None, help="Also write the report as JSON here."),
     write_config: Optional[Path] = typer.Option(None, help="When a T is chosen, write a training config here (for microcoder train --config): the base config with temperature_stages [[0, T]], staged. Must not exist."),
     base_config: Optional[Path] = typer.Option(None, help="Base of --write-config [default: the built-in training defaults]."),
@@ -210,22 +268,25 @@ def train(
         _fail(console, error)
 
 
-@app.command()
+@app.command(cls=config_defaults("microcoder.service.config:ServeConfig", time_limit="time_limit_s",
+                                  memory_limit="memory_limit_mb", max_run_timeout="max_run_timeout_s",
+                                  client_grace="client_grace_s", upload_timeout="upload_timeout_s",
+                                  shutdown_grace="shutdown_grace_s"))
 def serve(
-    host: Optional[str] = typer.Option(None, help="Address to listen on; 0.0.0.0 for every interface (then set --token) [default: 127.0.0.1]."),
-    port: Optional[int] = typer.Option(None, help="TCP port; 0 picks a free one (printed at start) [default: 8080]."),
-    workers: Optional[int] = typer.Option(None, help="Sandbox workers (parallel runs); 0 = one per usable core [default: 0]."),
+    host: Optional[str] = typer.Option(None, help="Address to listen on; 0.0.0.0 for every interface (then set --token)."),
+    port: Optional[int] = typer.Option(None, help="TCP port; 0 picks a free one (printed at start)."),
+    workers: Optional[int] = typer.Option(None, help="Sandbox workers (parallel runs); 0 = one per usable core."),
     token: Optional[str] = typer.Option(None, envvar="MICROCODER_SERVE_TOKEN", help="Require 'Authorization: Bearer TOKEN' on /run_code and /evaluate (or set MICROCODER_SERVE_TOKEN, which keeps it out of the process list)."),
     problems: Optional[Path] = typer.Option(None, help="Canonical problems JSONL loaded at start; /evaluate samples may name its ids."),
-    mode: Optional[str] = typer.Option(None, help="/evaluate's comparison rules when a request names none: robust or strict [default: robust]."),
-    queue_limit: Optional[int] = typer.Option(None, help="Runs plus samples admitted at once (running or waiting); past it requests get 503 [default: 1024]."),
-    max_body_mb: Optional[float] = typer.Option(None, help="Largest request body in MiB; more is 413 [default: 64.0]."),
-    time_limit: Optional[float] = typer.Option(None, help=f"CPU seconds per test for problems that set none [default: {DEFAULT_TIME_LIMIT_S}]."),
-    memory_limit: Optional[int] = typer.Option(None, help=f"MiB per run for problems that set none and for /run_code's memory_limit_MB -1 [default: {DEFAULT_MEMORY_LIMIT_MB}]."),
-    max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds [default: 60.0]."),
-    client_grace: Optional[float] = typer.Option(None, help="Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl: 10); each answer comes 1 s before that budget ends [default: 10.0]."),
-    upload_timeout: Optional[float] = typer.Option(None, help="Seconds a request body may take to arrive; a slower upload is 408 [default: 10.0]."),
-    shutdown_grace: Optional[float] = typer.Option(None, help="Seconds requests in progress get to finish after SIGTERM/SIGINT; then they are answered 503 [default: 5.0]."),
+    mode: Optional[str] = typer.Option(None, help="/evaluate's comparison rules when a request names none: robust or strict."),
+    queue_limit: Optional[int] = typer.Option(None, help="Runs plus samples admitted at once (running or waiting); past it requests get 503."),
+    max_body_mb: Optional[float] = typer.Option(None, help="Largest request body in MiB; more is 413."),
+    time_limit: Optional[float] = typer.Option(None, help="CPU seconds per test for problems that set none."),
+    memory_limit: Optional[int] = typer.Option(None, help="MiB per run for problems that set none and for /run_code's memory_limit_MB -1."),
+    max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds."),
+    client_grace: Optional[float] = typer.Option(None, help="Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl: 10); each answer comes 1 s before that budget ends."),
+    upload_timeout: Optional[float] = typer.Option(None, help="Seconds a request body may take to arrive; a slower upload is 408."),
+    shutdown_grace: Optional[float] = typer.Option(None, help="Seconds requests in progress get to finish after SIGTERM/SIGINT; then they are answered 503."),
 ) -> None:
     """Serve the evaluator over HTTP: SandboxFusion's /run_code, /evaluate (streamed result rows), /health."""
     from microcoder.service.config import ServeConfig

@@ -1,31 +1,73 @@
-"""The defaults the CLI's help states are the configs' own (they are written out by hand)."""
+"""The defaults the CLI's help states are the configs' own: read from the config's field
+defaults when the help is shown (microcoder.cli.ConfigDefaults), never written out."""
 
 import dataclasses
 import re
 
 import pytest
+import typer
 from typer.main import get_command
+from typer.testing import CliRunner
 
-from microcoder.cli import app
+from microcoder.cli import app, config_defaults, field_default, shown_default
+from microcoder.evaluator.evaluate import EvaluatorConfig
 from microcoder.policy.evaluation import ModelEvalConfig
+from microcoder.service.config import ServeConfig
 from microcoder.training.probe import ProbeConfig
 
 
-def shown(value) -> str:
-    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+def rendered_help(application, *command: str) -> str:
+    result = CliRunner().invoke(application, [*command, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    return result.output
 
 
-@pytest.mark.parametrize("command, config", [("eval-model", ModelEvalConfig), ("temperature-probe", ProbeConfig)])
-def test_help_defaults_are_the_configs(command, config):
-    defaults = {field.name: field.default for field in dataclasses.fields(config)
-                if field.default is not dataclasses.MISSING and field.default is not None}
+@pytest.mark.parametrize("command, config", [("eval-model", ModelEvalConfig),
+                                             ("temperature-probe", ProbeConfig), ("evaluate", EvaluatorConfig),
+                                             ("serve", ServeConfig)])
+def test_help_states_each_fields_default_from_the_config(command, config):
+    text = rendered_help(app, command)
+    cli_command = get_command(app).commands[command]
     checked = 0
-    for param in get_command(app).commands[command].params:
-        stated = re.search(r"\[default: ([^\]]+)\]", getattr(param, "help", None) or "")
-        if stated and param.name in defaults and " " not in stated.group(1):  # not prose such as "the embedded ..."
-            assert stated.group(1) == shown(defaults[param.name]), param.name
+    for param in cli_command.params:
+        field = cli_command.fields.get(param.name, param.name)
+        if param.default is not None or field not in {f.name for f in dataclasses.fields(config)}:
+            continue
+        value = field_default(config, field)
+        entry = re.search(rf"\n  --{param.name.replace('_', '-')}[ /=].*?(?=\n  -|\Z)", text, re.DOTALL)
+        line = " ".join(entry.group(0).split())
+        if value is not None and "[default: the" not in line:
+            assert f"[default: {shown_default(value)}]" in line, (param.name, line)
             checked += 1
-    assert checked >= 5  # the pattern found the stated defaults
+    assert checked >= 5
+
+
+@dataclasses.dataclass
+class MadeUpConfig:
+    rounds: int = 7
+    """A default no help string anywhere writes out."""
+    names: tuple[str, ...] = ("a", "b")
+    label: str | None = None
+
+
+def test_the_default_shown_is_whatever_the_config_says():
+    # A command over a made-up config: nothing but the config holds 7 or "a,b".
+    made_up = typer.Typer(rich_markup_mode=None)
+
+    @made_up.command(cls=config_defaults(f"{__name__}:MadeUpConfig", count="rounds"))
+    def run(count: int = typer.Option(None, help="Rounds to run."),
+            names: str = typer.Option(None, help="Names."),
+            label: str = typer.Option(None, help="A label."),
+            other: int = typer.Option(None, help="No such field.")) -> None:
+        pass
+
+    @made_up.command()
+    def spare() -> None:  # a second command, so that `run` keeps its name
+        pass
+
+    text = " ".join(rendered_help(made_up, "run").split())
+    assert "Rounds to run [default: 7]." in text and "Names [default: a,b]." in text
+    assert "A label." in text and "No such field." in text and text.count("[default:") == 2
 
 
 def test_each_command_has_one_name():
@@ -43,8 +85,6 @@ def test_each_command_has_one_name():
 
 def test_rendered_help_shows_the_stated_defaults():
     # Under rich markup "[default: 8]" reads as a tag and vanishes from the printed help.
-    from typer.testing import CliRunner
-
     result = CliRunner().invoke(app, ["temperature-probe", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "Responses per prompt [default: 8]." in result.output
 

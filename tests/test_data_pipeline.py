@@ -249,6 +249,41 @@ def test_unknown_config_key_names_the_valid_ones(tmp_path):
         load_build_config(path)
 
 
+@pytest.mark.parametrize("text, error", [
+    # A key's type is checked, in every section: none of these is the type its field declares.
+    ("dedup: {near: 'yes'}", "dedup.near: Input should be a valid boolean, got 'yes'"),
+    ("dedup: {shingle_words: 3.5}", "dedup.shingle_words: Input should be a valid integer"),
+    ("validate: {time_limit_cap_s: '6'}", "validate.time_limit_cap_s: Input should be a valid number"),
+    ("workers: true", "workers: Input should be a valid integer, got True"),
+    ("difficulty: {pass_rate_band: [0.0, high]}", r"difficulty.pass_rate_band\[1\]: Input should be a valid number"),
+    ("export: {name: 7}", "export.name: Input should be a valid string, got 7"),
+    # A source is named by its position.
+    ("sources: [a.jsonl, {path: 3}]", r"sources\[1\].path: Input should be a valid string, got 3"),
+    ("sources: [{path: a.jsonl, fromat: mbpp}]", r"sources\[0\]: unknown key 'fromat'; valid keys: path, name, format"),
+    ("bogus: 1", r"\(config\): unknown key 'bogus'"),
+])
+def test_a_bad_value_names_the_file_and_the_field(tmp_path, text, error):
+    path = tmp_path / "bad.yaml"
+    data = {"sources": [], **yaml.safe_load(text)}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match=f"^{path}: {error}"):
+        load_build_config(path)
+
+
+def test_the_shipped_data_configs_load_and_short_forms_expand(tmp_path):
+    for path in sorted((REPO / "configs" / "data").glob("*.yaml")):
+        config = load_build_config(path)
+        assert config.sources and config.decontaminate.eval_sets and config.base_dir == str(REPO), path
+    path = tmp_path / "short.yaml"
+    path.write_text("sources: [a.jsonl, {path: 'hf:json', data_files: x.json}]\ndedup:\n"
+                    "difficulty: {date_cutoff: 2024-01-01}\n")  # YAML reads the day as a date
+    config = load_build_config(path)
+    assert config.difficulty.date_cutoff == "2024-01-01"
+    assert [source.path for source in config.sources] == ["a.jsonl", "hf:json"]
+    assert config.sources[1].data_files == ["x.json"] and config.dedup.threshold == 0.7
+    assert config.base_dir == str(tmp_path)  # no pyproject.toml above it: the config's folder
+
+
 def test_model_pass_rate_through_a_real_checkpoint(tmp_path):
     """The non-injected path: load_model_and_tokenizer -> render_prompt -> generate ->
     evaluator, on the tiny random model (it solves nothing: every rate is 0)."""

@@ -127,6 +127,22 @@ def test_settings_come_from_the_algorithm_node():
         settings_from_config({"microcoder": {"rho": 1.5}})
 
 
+def test_the_mask_defaults_have_one_home_in_algorithms():
+    import inspect
+
+    from microcoder.algorithms import masking
+    from microcoder.integrations.verl import advantage, preflight
+    from microcoder.training.config import TrainConfig
+
+    # The estimator's and the preflight's rho are algorithms' constant itself, not a copy of it,
+    # and it is the TRL trainer's default too.
+    assert advantage.DEFAULT_RHO is masking.DEFAULT_RHO and preflight.DEFAULT_RHO is masking.DEFAULT_RHO
+    assert settings_from_config(None)["rho"] == masking.DEFAULT_RHO == TrainConfig().truncation_mask_rho
+    # verl's m is the paper's (the TRL presets set a shorter one for their short responses).
+    assert inspect.signature(reward.compute_score).parameters["repetition_m"].default == masking.PAPER_REPETITION_M
+    assert not hasattr(reward, "DEFAULT_REPETITION_M")
+
+
 # ---- what verl hands the estimator: padding, several outputs, dtype, denormals ------------------
 
 def with_verls_padding(token_level_rewards, response_mask, uids, count):

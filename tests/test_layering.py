@@ -1,9 +1,11 @@
 """Rooms import downward, and no file imports itself back through others (docs/architecture.md).
 
-Every module under microcoder/ is read with `ast`: its imports at module level, inside
-functions and under TYPE_CHECKING alike, as written. An edge goes to the module named
-(`from microcoder.policy import model` names microcoder/policy/model.py); a package's
-__init__ that a submodule import runs on the way is not an edge of the importing file.
+Every module under microcoder/ and benchmarks/ is read with `ast`: its imports at module
+level, inside functions and under TYPE_CHECKING alike, as written. An edge goes to the
+module named (`from microcoder.policy import model` names microcoder/policy/model.py); a
+package's __init__ that a submodule import runs on the way is not an edge of the importing
+file. A benchmark run as a script imports its neighbours by bare name (`from workloads
+import CORRECT`), which names benchmarks/workloads.py.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "microcoder"
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "microcoder"
+BENCHMARKS = REPO / "benchmarks"
 
 ROOM_LEVELS = {
     "root": 0,           # microcoder/__init__.py: the version
@@ -26,6 +30,7 @@ ROOM_LEVELS = {
     "integrations": 5,   # adapters for other frameworks (verl)
     "service": 5,        # the evaluator over HTTP
     "cli": 6,            # the command line: wiring only
+    "benchmarks": 7,     # measurements of the product: may use any room, none uses them
 }
 """A module may import its own room and rooms of a lower level; rooms of one level never
 import each other (data and training are siblings, not above one another)."""
@@ -43,14 +48,15 @@ SELF_CONTAINED = ("microcoder.evaluator._zygote",)
 """Modules that import nothing of ours: the sandbox worker runs beside untrusted code."""
 
 
-def module_files(package: Path) -> dict[str, Path]:
-    """{dotted module name: file} for every .py under `package`."""
+def module_files(*packages: Path) -> dict[str, Path]:
+    """{dotted module name: file} for every .py under each of `packages`."""
     modules = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = list(path.relative_to(package.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        modules[".".join(parts)] = path
+    for package in packages:
+        for path in sorted(package.rglob("*.py")):
+            parts = list(path.relative_to(package.parent).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
     return modules
 
 
@@ -72,20 +78,24 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         else:
             continue
         for target in targets:
+            if name.startswith("benchmarks.") and f"benchmarks.{target}" in modules:  # a script's neighbour
+                target = f"benchmarks.{target}"
             while target and target not in modules:  # `import microcoder.a.b.name` -> microcoder.a.b
                 target = target.rpartition(".")[0]
-            if target.startswith("microcoder") and target != name:
+            if target and target != name:
                 found.add(target)
     return found
 
 
-def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    modules = module_files(package)
+def import_graph(package: Path = PACKAGE, benchmarks: Path = BENCHMARKS) -> dict[str, set[str]]:
+    modules = module_files(package, benchmarks)
     return {name: imports_of(name, path, modules) for name, path in modules.items()}
 
 
 def room_of(module: str) -> str:
     parts = module.split(".")
+    if parts[0] == "benchmarks":
+        return "benchmarks"
     return "root" if len(parts) == 1 else parts[1]
 
 
@@ -151,6 +161,15 @@ def test_the_sandbox_worker_imports_nothing_of_ours():
     assert {name: sorted(graph[name]) for name in SELF_CONTAINED} == {name: [] for name in SELF_CONTAINED}
 
 
+def test_benchmarks_are_read_and_nothing_of_ours_imports_them():
+    graph = import_graph()
+    assert {"benchmarks.evaluator_speed", "benchmarks.fork_floor", "benchmarks.workloads"} <= set(graph)
+    # the script-style import `from workloads import ...` is an edge like the package-style one
+    assert "benchmarks.workloads" in graph["benchmarks.evaluator_speed"]
+    assert not [(importer, target) for importer, targets in graph.items() for target in targets
+                if room_of(target) == "benchmarks" and room_of(importer) != "benchmarks"]
+
+
 def test_the_checks_catch_an_upward_import_and_a_loop(tmp_path):
     # A made-up package: the evaluator imports training, and two data files import each other.
     package = tmp_path / "microcoder"
@@ -162,7 +181,16 @@ def test_the_checks_catch_an_upward_import_and_a_loop(tmp_path):
     (package / "evaluator" / "judge.py").write_text("def f():\n    from microcoder.training import trainer\n")
     (package / "data" / "a.py").write_text("from microcoder.data.b import x\n")
     (package / "data" / "b.py").write_text("from . import a\nx = 1\n")
-    graph = import_graph(package)
+    # Two benchmarks that import each other, one as a script does, and the judge importing a benchmark.
+    benchmarks = tmp_path / "benchmarks"
+    benchmarks.mkdir()
+    (benchmarks / "speed.py").write_text("try:\n    from floor import f\nexcept ImportError:\n"
+                                         "    from benchmarks.floor import f\n")
+    (benchmarks / "floor.py").write_text("def f():\n    from benchmarks.speed import g\n")
+    (package / "evaluator" / "timing.py").write_text("from benchmarks import floor\n")
+    graph = import_graph(package, benchmarks)
     assert upward_imports(graph) == ["microcoder.evaluator.judge (evaluator, level 2) imports "
-                                     "microcoder.training.trainer (training, level 4)"]
-    assert import_cycles(graph) == [["microcoder.data.a", "microcoder.data.b"]]
+                                     "microcoder.training.trainer (training, level 4)",
+                                     "microcoder.evaluator.timing (evaluator, level 2) imports "
+                                     "benchmarks.floor (benchmarks, level 7)"]
+    assert import_cycles(graph) == [["benchmarks.floor", "benchmarks.speed"], ["microcoder.data.a", "microcoder.data.b"]]

@@ -20,7 +20,8 @@ from microcoder.data.literals import (
     literal,
     to_json_value,
 )
-from microcoder.data.loaders import detect_format, load_problems, stdin_checker
+from microcoder.data.loaders import detect_format, load_problems
+from microcoder.data.sources.common import stdin_checker
 from microcoder.problems import DEFAULT_CALL_PRELUDE, read_problems, write_problems
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -401,3 +402,46 @@ def test_node_adapter_prelude_compiles_without_warnings():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             compile(adapter_prelude(find_signature(source, "f")), "prelude.py", "exec")
+
+
+# ---------------------------------------------------------------- the table of sources
+
+
+def test_every_source_is_one_module_registered_in_the_table():
+    from microcoder.data import sources
+    from microcoder.data.sources import SOURCES
+
+    folder = Path(sources.__file__).parent
+    modules = sorted(path.stem for path in folder.glob("*.py") if path.stem not in ("__init__", "common"))
+    assert modules == sorted(SOURCES)
+    for name, source in SOURCES.items():
+        assert source.name == name and source.licence and source.description
+        # the assert formats, and only they, are recorded in the sandbox
+        assert source.assert_tests == (name in ("humaneval", "humanevalpack", "mbpp"))
+
+
+def test_detection_tries_the_table_in_order(monkeypatch, tmp_path):
+    from microcoder.data.sources import SOURCES
+
+    # A HumanEvalPack record has every field HumanEval's detect asks for: the earlier entry wins.
+    record = {"task_id": "Python/0", "prompt": "", "canonical_solution": "", "test": "", "entry_point": "f",
+              "buggy_solution": ""}
+    assert SOURCES["humaneval"].detect(record) and detect_format("x.jsonl", record) == "humanevalpack"
+    # The table is what detection reads: a format taken out of it is no longer found.
+    monkeypatch.delitem(SOURCES, "humanevalpack")
+    assert detect_format("x.jsonl", record) == "humaneval"
+    path = tmp_path / "pack.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(ValueError, match="unknown format 'humanevalpack'"):
+        load_problems(path, "humanevalpack")
+
+
+def test_the_convert_help_lists_every_source_from_the_table():
+    from typer.testing import CliRunner
+
+    from microcoder.cli import app
+    from microcoder.data.sources import SOURCES
+
+    shown = " ".join(CliRunner().invoke(app, ["data", "convert", "--help"], env={"COLUMNS": "400"}).output.split())
+    for name, source in SOURCES.items():
+        assert f"{name}: {source.description}" in shown

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 
 from microcoder.training.config import load_config
 from microcoder.policy.model import tiny_model_and_tokenizer
-from microcoder.training.plots import METRICS_FILE
+from microcoder.training.metrics import METRICS_FILE
 from microcoder.training.run import run_training
 from tests.training_support import ScriptedEvaluator, tiny_problems
 

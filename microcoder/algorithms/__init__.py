@@ -7,9 +7,11 @@ import importlib
 _SUBMODULE_OF = {
     "ADVANTAGE_MODES": "advantages",
     "AGGREGATION_MODES": "losses",
+    "DEFAULT_RHO": "masking",
     "GroupFilter": "dapo",
     "KL_ESTIMATORS": "losses",
     "NON_INCORRECT_VERDICTS": "masking",
+    "PAPER_REPETITION_M": "masking",
     "REWARD_MODES": "rewards",
     "TRUNCATION_MASK_MODES": "masking",
     "TruncationMask": "masking",

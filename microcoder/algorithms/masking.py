@@ -53,6 +53,14 @@ NON_INCORRECT_VERDICTS = frozenset({"accepted", "no_code"})
 #   qualifies, and the masked fraction counts only masks that change something.
 UNSCORABLE_VERDICTS = frozenset({"judge_error"})
 
+DEFAULT_RHO = 0.3
+"""The conditional mask's rho: the share of qualifying responses masked. The default of
+TrainConfig.truncation_mask_rho and of verl's `algorithm.microcoder.rho`."""
+PAPER_REPETITION_M = 128
+"""The paper's repetition window m, in tokens, at 4K-token responses: verl's default
+`repetition_m`. The TRL presets set their own (TrainConfig.repetition_m) for their shorter
+responses."""
+
 
 def non_incorrect(verdict: str) -> bool:
     """True when the evaluator judged the response and did not judge it wrong.

@@ -212,7 +212,7 @@ class AssertSpec:
         )
 
 
-def humaneval_spec(item: Row, source: str) -> AssertSpec:
+def humaneval_spec(item: Row, source: str, licence: str) -> AssertSpec:
     """HumanEval and HumanEvalPack records -> AssertSpec (raises RowRejected)."""
     task_id = item.require("task_id")
     prompt = item.require("prompt")
@@ -230,7 +230,7 @@ def humaneval_spec(item: Row, source: str) -> AssertSpec:
         raise item.reject("canonical_solution", f"prompt + solution does not parse: {error.msg}", "unparseable code") from None
     if entry not in _defined_functions(reference):
         raise item.reject("entry_point", f"{entry!r} is not defined by prompt + canonical_solution", "missing entry point")
-    metadata = base_metadata(item, source, task_id)
+    metadata = base_metadata(item, source, task_id, licence)
     metadata["reference_solution"] = reference
     if source == "humanevalpack":
         buggy = item.require("buggy_solution")
@@ -259,7 +259,7 @@ def humaneval_spec(item: Row, source: str) -> AssertSpec:
     return AssertSpec(fields, entry, reference, [test_code], check_call=True)
 
 
-def mbpp_spec(item: Row) -> AssertSpec:
+def mbpp_spec(item: Row, licence: str) -> AssertSpec:
     task_id = item.require("task_id", (int, str))
     text = item.require("text")
     code = item.require("code").replace("\r\n", "\n")
@@ -279,7 +279,7 @@ def mbpp_spec(item: Row) -> AssertSpec:
     entry = next((name for name in called if name in defined), None)
     if entry is None:
         raise item.reject("test_list", "the asserts call no function the reference code defines", "missing entry point")
-    metadata = base_metadata(item, "mbpp", task_id)
+    metadata = base_metadata(item, "mbpp", task_id, licence)
     metadata["reference_solution"] = code
     tests = [a for a in asserts] + [a for a in challenge if isinstance(a, str)]
     if _property_checked(tests, entry, {entry}):
@@ -337,13 +337,14 @@ def parse_recording(item: Row, spec: AssertSpec, stdout: str) -> Problem:
     return item.finish(fields, tests)
 
 
-def convert_assert_rows(format: str, rows: list[Row], sandbox: Any = None, workers: int = 2) -> list[Problem | RowRejected]:
+def convert_assert_rows(format: str, rows: list[Row], licence: str, sandbox: Any = None,
+                        workers: int = 2) -> list[Problem | RowRejected]:
     """Record every row's asserts in the sandbox; returns a Problem or RowRejected per row."""
     results: list[Problem | RowRejected | None] = []
     jobs: list[tuple[int, AssertSpec]] = []
     for index, item in enumerate(rows):
         try:
-            spec = mbpp_spec(item) if format == "mbpp" else humaneval_spec(item, format)
+            spec = mbpp_spec(item, licence) if format == "mbpp" else humaneval_spec(item, format, licence)
         except RowRejected as error:
             results.append(error)
             continue

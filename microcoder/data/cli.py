@@ -8,13 +8,15 @@ from pathlib import Path
 
 import typer
 
+from microcoder.data.sources import formats_help
+
 data_app = typer.Typer(help="Convert and build problem sets.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @data_app.command("convert")
 def convert(
     input: Path = typer.Argument(..., exists=True, dir_okay=False, help="Source file (.json, .jsonl, .jsonl.gz; .parquet for livecodebench_release)."),
-    format: str = typer.Option("auto", "--format", help="auto|livecodebench|livecodebench_release|leetcodedataset|humaneval|humanevalpack|mbpp|codecontests|codeforces|apps"),
+    format: str = typer.Option("auto", "--format", help=formats_help()),
     out: Path = typer.Option(..., "--out", help="Canonical JSONL to write."),
     rejects: Path | None = typer.Option(None, "--rejects", help="JSONL of rejected rows with file, row, field, reason."),
     workers: int = typer.Option(2, "--workers", help="Sandbox workers for formats whose asserts are recorded."),

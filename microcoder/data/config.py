@@ -3,20 +3,97 @@
     config = load_build_config("configs/data/shared.yaml")
 
 Each stage has its section (`validate`, `dedup`, ...), every field documented where it is
-declared. Relative paths resolve against the repository root (the nearest ancestor of the
-config file holding `pyproject.toml`), else the config's folder.
+declared. The sections are pydantic models, as the training and experiment configs are:
+unknown keys are refused, types are checked strictly (`true` is not a number, "6" not a
+float), and an error names the file and the field. Relative paths resolve against the
+repository root (the nearest ancestor of the config file holding `pyproject.toml`), else
+the config's folder.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+import datetime
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, get_args
+
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler,
+                      field_validator, model_validator)
+
+PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A finite number above 0."""
 
 
-@dataclass
-class SourceConfig:
+class Section(BaseModel):
+    """A part of the data config: strict types, no unknown keys, errors naming the field."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, validate_assignment=True)
+    key: ClassVar[str] = ""
+    """The section's key in the YAML file, named in errors."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _named_errors(cls, values: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """A section built in code (a test, a benchmark) gets the error text a file gets,
+        naming its field; a file's loader names the whole path itself (FILE_CONTEXT)."""
+        try:
+            return handler(values)
+        except ValidationError as error:
+            if info.context and FILE_CONTEXT in info.context:
+                raise
+            raise ValueError(describe(error, cls, cls.key)) from None
+
+
+FILE_CONTEXT = "file"
+"""Validation context key set by `load_build_config`: errors keep their whole location."""
+
+
+def describe(error: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
+    """The first error of `error` as "section.field: message"; an unknown key's message
+    lists the valid ones."""
+    first = error.errors()[0]
+    field = prefix
+    for part in first["loc"]:
+        field += f"[{part}]" if isinstance(part, int) else f".{part}" if field else str(part)
+    if first["type"] == "extra_forbidden":
+        owner = _model_at(model, first["loc"][:-1])
+        parent = field.rpartition(".")[0] or "(config)"
+        return f"{parent}: unknown key {first['loc'][-1]!r}; valid keys: {', '.join(owner.model_fields)}"
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "value_error" and _is_section(model, first["loc"]):
+        return message  # a check across fields, whose message names them
+    if first["type"] != "missing":
+        message += f", got {first['input']!r}"
+    return f"{field}: {message}" if field else message
+
+
+def _is_section(model: type[BaseModel], loc: tuple) -> bool:
+    """Whether `loc` names a whole section (or list item of one), not one of its fields."""
+    try:
+        inner = _model_at(model, loc[:-1]) if loc and isinstance(loc[-1], str) else None
+    except StopIteration:
+        return False
+    return not loc or isinstance(loc[-1], int) or any(
+        issubclass(found, BaseModel) for found in _classes_in(inner.model_fields[loc[-1]].annotation))
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel]:
+    """The model class at `loc` (field names and list indices) below `model`."""
+    for part in loc:
+        if isinstance(part, str):
+            model = next(found for found in _classes_in(model.model_fields[part].annotation)
+                         if issubclass(found, BaseModel))
+    return model
+
+
+def _classes_in(annotation: Any) -> list[type]:
+    if isinstance(annotation, type):
+        return [annotation]
+    return [found for argument in get_args(annotation) for found in _classes_in(argument)]
+
+
+class SourceConfig(Section):
     """One input: a local file in any loader format, or a Hugging Face dataset."""
 
     path: str
@@ -37,9 +114,21 @@ class SourceConfig:
     `metadata.original_id` (the LeetCode slug for LeetCodeDataset). Dates the source
     already carries win."""
 
+    key: ClassVar[str] = "source"
 
-@dataclass
-class ValidateConfig:
+    @model_validator(mode="before")
+    @classmethod
+    def _path_alone(cls, value: Any) -> Any:
+        """A source given as a bare path string."""
+        return {"path": value} if isinstance(value, str) else value
+
+    @field_validator("data_files", mode="before")
+    @classmethod
+    def _one_file(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class ValidateConfig(Section):
     """Stage 2: tests that belong to their problem, references that pass, checkers."""
 
     check_input_format: bool = True
@@ -48,92 +137,74 @@ class ValidateConfig:
     """Set `checker` from statement phrases (float tolerance, any letter case)."""
     run_references: bool = True
     """Run `metadata.reference_solution` through the evaluator; drop problems it fails."""
-    batch_size: int = 50
+    batch_size: int = Field(50, ge=1)
     """Problems per evaluator call; verdicts are cached after each batch."""
-    min_tests: int = 1
+    min_tests: int = Field(1, ge=1)
     """Problems left with fewer tests than this (after the drops above) are removed, with
     the reason: few tests let wrong programs pass (DeepCoder keeps problems with 5 or more)."""
-    max_tests: int | None = None
+    max_tests: int | None = Field(None, ge=1)
     """Tests kept per problem in the corpus (None: all): the ones with the longest inputs,
     ties in the source's order, kept in that order. Storage and build time only; the
     reward's own test budget is a training setting."""
-    retime_runs: int = 3
+    retime_runs: int = Field(3, ge=1)
     """A reference run that times out, whose slowest test takes `retime_above` of the
     per-test limit or more, or whose time sets a derived limit above the floor or comes
     within `retime_margin` of doing so, is run this
     many times in all; it passes if one run passes, and each test's CPU time is its least
     over the passing runs (load only ever adds time), so one noisy run does not change the
     corpus. 1 runs every reference once."""
-    reference_timings_from: str | None = None
+    reference_timings_from: str | None = Field(None, min_length=1)
     """Another build's `validate/reference_verdicts.jsonl`: each reference whose content key
     (code, tests, checker, limits) is found there takes that build's verdict and CPU times
     instead of running, so a rebuild reproduces its limits exactly; the others run. CPU time
     is a measurement: two builds from nothing differ in the few limits whose reference sits
-    within noise of a step's edge (docs/data_pipeline.md, "Two builds in a row").
+    within noise of a step's edge (results/data_pipeline.md, "Two builds in a row").
     References already in this build's own cache keep it: to reproduce a build, start from
     an empty work_dir."""
-    retime_above: float = 0.5
+    retime_above: float = Field(0.5, gt=0, le=1)
     """Fraction of the reference limit (`time_limit_s`) from which a passing run is re-timed."""
-    retime_margin: float = 1.5
+    retime_margin: float = Field(1.5, ge=1, allow_inf_nan=False)
     """A passing run whose slowest test is within this factor below the time at which its
     derived limit leaves the floor (floor / multiple) is re-timed too, so a reference near
     that edge is timed the same way (least of `retime_runs`) in every build, whichever side
-    of the edge its first run falls. 1.5 covers the 1.41x rerun variation measured on tests
-    of 100 ms or more (docs/data_pipeline.md, "Time limits"). Cached verdicts are not
+    of the edge its first run falls. The default covers the rerun variation measured on
+    tests of 100 ms or more (docs/data_pipeline.md, "Time limits"). Cached verdicts are not
     re-timed when it changes."""
     time_limits_from_reference: bool = True
     """Set the `time_limit_s` of each problem whose reference passes to
     time_limit_multiple x its slowest test's CPU time, within [floor, cap] (validate.py);
     problems without a reference keep the source's limit, or none (the judge's default)."""
-    time_limit_multiple: float = 3.0
-    """Limit / the reference's slowest test. Rerun on the loaded 2-core VMs, no reference's
-    slowest test took over 2.2x its recorded time, none of 100 ms or more over 1.41x
-    (docs/data_pipeline.md, "Time limits": the measurements behind all three defaults)."""
-    time_limit_floor_s: float = 1.0
-    """The least limit; it decides nearly every problem (99.5% of references take under
-    0.1 s). Of LeetCodeDataset's model responses accepted at 2 s, 99.9% take under 0.06 s
-    on their slowest test; 1 s leaves room for a slower machine and a worse constant."""
-    time_limit_cap_s: float = 6.0
-    """The greatest limit, what an infinite loop may cost per test: 1.5x the 4 s a
-    reference may take (`time_limit_s`), above the 1.41x rerun variation measured."""
-    time_limit_step_s: float = 0.5
+    time_limit_multiple: float = Field(3.0, ge=1, allow_inf_nan=False)
+    """Limit / the reference's slowest test: above the most a reference's slowest test has
+    varied between reruns on loaded machines (docs/data_pipeline.md, "Time limits": the
+    measurements behind this default, the floor's and the cap's)."""
+    time_limit_floor_s: PositiveNumber = 1.0
+    """The least limit; it decides nearly every problem, as nearly every reference and
+    accepted model response is far faster (docs/data_pipeline.md, "Time limits"); the
+    default leaves room for a slower machine and a worse constant."""
+    time_limit_cap_s: PositiveNumber = 6.0
+    """The greatest limit, what an infinite loop may cost per test: by default 1.5x the most
+    a reference may take (`time_limit_s`), above the rerun variation measured
+    (docs/data_pipeline.md, "Time limits")."""
+    time_limit_step_s: PositiveNumber = 0.5
     """Derived limits are rounded up to a multiple of this, as judges publish coarse limits,
-    so CPU-time noise moves a limit only when it crosses a step (docs/data_pipeline.md,
+    so CPU-time noise moves a limit only when it crosses a step (results/data_pipeline.md,
     "Two builds in a row")."""
 
-    def __post_init__(self) -> None:
-        for name in ("time_limit_multiple", "time_limit_floor_s", "time_limit_cap_s", "time_limit_step_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"validate.{name} must be a positive number, got {value!r}")
-        if self.time_limit_multiple < 1:
-            raise ValueError(f"validate.time_limit_multiple must be at least 1 (the reference must pass its own "
-                             f"limit), got {self.time_limit_multiple!r}")
-        if isinstance(self.retime_margin, bool) or not isinstance(self.retime_margin, (int, float)) \
-                or not math.isfinite(self.retime_margin) or self.retime_margin < 1:
-            raise ValueError(f"validate.retime_margin must be a finite number >= 1, got {self.retime_margin!r}")
-        if self.reference_timings_from is not None and (not isinstance(self.reference_timings_from, str)
-                                                        or not self.reference_timings_from):
-            raise ValueError(f"validate.reference_timings_from must be a path (a string) or null, "
-                             f"got {self.reference_timings_from!r}")
-        for name in ("min_tests", "retime_runs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"validate.{name} must be an integer >= 1, got {value!r}")
-        if self.max_tests is not None and (isinstance(self.max_tests, bool) or not isinstance(self.max_tests, int)
-                                           or self.max_tests < self.min_tests):
-            raise ValueError(f"validate.max_tests must be null or an integer >= min_tests ({self.min_tests}), "
+    key: ClassVar[str] = "validate"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ValidateConfig:
+        if self.max_tests is not None and self.max_tests < self.min_tests:
+            raise ValueError(f"validate.max_tests must be null or at least validate.min_tests ({self.min_tests}), "
                              f"got {self.max_tests!r}")
-        if isinstance(self.retime_above, bool) or not isinstance(self.retime_above, (int, float)) \
-                or not 0 < self.retime_above <= 1:
-            raise ValueError(f"validate.retime_above must be in (0, 1], got {self.retime_above!r}")
         if self.time_limit_floor_s > self.time_limit_cap_s:
             raise ValueError(f"validate.time_limit_floor_s ({self.time_limit_floor_s}) is above "
                              f"validate.time_limit_cap_s ({self.time_limit_cap_s})")
+        return self
 
 
-@dataclass
-class DedupConfig:
+class DedupConfig(Section):
     """Stage 3: exact and near duplicates, within and across sources."""
 
     near: bool = True
@@ -147,12 +218,13 @@ class DedupConfig:
     keep_constraint_variants: bool = True
     """Keep near-identical statements whose numbers differ (other constraints, e.g. LeetCode I / II)."""
 
+    key: ClassVar[str] = "dedup"
 
-@dataclass
-class DecontaminateConfig:
+
+class DecontaminateConfig(Section):
     """Stage 4: remove training problems that are (copies of) evaluation problems."""
 
-    eval_sets: list[SourceConfig] = field(default_factory=list)
+    eval_sets: list[SourceConfig] = Field(default_factory=list)
     """Named evaluation sets, read with the same loaders as the sources."""
     ngram: int = 8
     """Words per statement n-gram."""
@@ -163,53 +235,43 @@ class DecontaminateConfig:
     min_tests_for_identical: int = 2
     """Identical test sets count only with at least this many tests (one trivial test is chance)."""
 
+    key: ClassVar[str] = "decontaminate"
 
-@dataclass
-class AmplifyConfig:
+
+class AmplifyConfig(Section):
     """Stage 5: shown and hidden tests; inputs generated from each reference problem's
     stored ones, answered by its reference (amplify.py)."""
 
     enabled: bool = True
     """Generate tests (off: only mark shown tests and apply the two removals below)."""
-    tests_per_problem: int = 100
+    tests_per_problem: int = Field(100, ge=0)
     """Inputs generated per `call` problem with a reference (fewer when the input space is
     small); those the reference answers become hidden tests. More catch more wrong programs
     and cost amplify time and corpus size in proportion (benchmarks/corpus_adequacy.py
-    measures what a build's tests catch; docs/benchmarks.md, "Corpus adequacy", has 50
-    against 100)."""
+    measures what a build's tests catch; results/data_pipeline.md, "Corpus adequacy", has
+    50 against 100)."""
     seed: int = 0
     """Seed of the generated inputs (with each problem's id)."""
-    max_items: int = 60
+    max_items: int = Field(60, ge=1)
     """Most items a generated list may have (the statement's limit is often 10^5)."""
-    max_chars: int = 60
+    max_chars: int = Field(60, ge=1)
     """Most characters a generated string may have."""
-    max_input_chars: int = 4000
+    max_input_chars: int = Field(4000, ge=1)
     """Most characters of one generated test's input (its JSON lines)."""
     keep_unverified: bool = False
     """Keep problems with no reference solution (marked `metadata.verified: false`): their
     tests cannot be checked or extended, and most are the statement's examples."""
-    batch_size: int = 500
+    batch_size: int = Field(500, ge=1)
     """Reference runs between two writes of the answer cache."""
     answers_from: str | None = None
     """Another build's `amplify/reference_answers.jsonl`: answers (and their CPU times) found
     there are taken instead of run, so a rebuild reproduces that build's limits exactly
     (as `validate.reference_timings_from` does for stored tests)."""
 
-    def __post_init__(self) -> None:
-        for name in ("tests_per_problem", "max_items", "max_chars", "max_input_chars", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "tests_per_problem" else 1):
-                raise ValueError(f"amplify.{name} must be a non-negative integer"
-                                 f"{'' if name == 'tests_per_problem' else ' >= 1'}, got {value!r}")
-        for name in ("enabled", "keep_unverified"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"amplify.{name} must be true or false, got {getattr(self, name)!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"amplify.seed must be an integer, got {self.seed!r}")
+    key: ClassVar[str] = "amplify"
 
 
-@dataclass
-class DifficultyConfig:
+class DifficultyConfig(Section):
     """Stage 6: labels, optional model pass rate, pass-rate band and date filters."""
 
     estimate_pass_rate: bool = False
@@ -226,7 +288,7 @@ class DifficultyConfig:
     """Sampling seed."""
     batch_size: int = 16
     """Sequences per generate call."""
-    pass_rate_band: list[float] = field(default_factory=lambda: [0.0, 1.0])
+    pass_rate_band: list[float] = Field(default_factory=lambda: [0.0, 1.0])
     """[low, high]: keep problems whose estimated pass rate lies in it (inclusive);
     e.g. [0.01, 0.99] drops problems the model always or never solves."""
     date_cutoff: str | None = None
@@ -234,89 +296,70 @@ class DifficultyConfig:
     keep_undated: bool = True
     """With a cutoff, keep problems that have no date."""
 
+    key: ClassVar[str] = "difficulty"
 
-@dataclass
-class ExportConfig:
+    @field_validator("date_cutoff", mode="before")
+    @classmethod
+    def _day_as_text(cls, value: Any) -> Any:
+        """YAML reads an unquoted 2024-01-01 as a date: the same day, as text."""
+        return value.isoformat() if isinstance(value, datetime.date) else value
+
+
+class ExportConfig(Section):
     """Stage 7: Parquet + JSONL + datasheet."""
 
     name: str = "microcoder-dataset"
     """File stem of the exported corpus."""
     examples_per_reason: int = 3
     """Removed problems listed per reason in the datasheet."""
-    validation_fraction: float = 0.05
+    validation_fraction: float = Field(0.05, ge=0, lt=1)
     """Share of problems in the validation split (verl/ and trl/ files, split.json)."""
     split_seed: int = 0
     """Seed of the split (with each problem's id, through sha256)."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.validation_fraction, bool) or not isinstance(self.validation_fraction, (int, float)) \
-                or not 0 <= self.validation_fraction < 1:
-            raise ValueError(f"export.validation_fraction must be in [0, 1), got {self.validation_fraction!r}")
-        if isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int):
-            raise ValueError(f"export.split_seed must be an integer, got {self.split_seed!r}")
+    key: ClassVar[str] = "export"
 
 
-@dataclass
-class PipelineConfig:
-    """One build: where the sources are, what each stage does, where outputs go."""
+with warnings.catch_warnings():
+    # `validate` is the stage's name; as a field it hides pydantic v1's deprecated
+    # BaseModel.validate, which nothing here calls.
+    warnings.filterwarnings("ignore", message='Field name "validate"')
 
-    sources: list[SourceConfig]
-    """Inputs, in priority order (an earlier source wins ties between equally rich duplicates)."""
-    work_dir: str = "build/data"
-    """Stage outputs and caches (relative to the repository root)."""
-    workers: int = 2
-    """Sandbox workers for recording tests, reference runs and pass rates."""
-    time_limit_s: float = 4.0
-    """CPU seconds per test for reference runs (the most a reference may take), and for model
-    samples on problems with no limit of their own (judges' limits are set for C++)."""
-    progress: bool = True
-    """Show a progress bar per stage."""
-    validate: ValidateConfig = field(default_factory=ValidateConfig)
-    dedup: DedupConfig = field(default_factory=DedupConfig)
-    decontaminate: DecontaminateConfig = field(default_factory=DecontaminateConfig)
-    amplify: AmplifyConfig = field(default_factory=AmplifyConfig)
-    difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
-    export: ExportConfig = field(default_factory=ExportConfig)
-    base_dir: str = "."
-    """Folder relative paths resolve against (set by load_build_config)."""
+    class PipelineConfig(Section):
+        """One build: where the sources are, what each stage does, where outputs go."""
 
-    def resolve(self, path: str) -> Path:
-        candidate = Path(path).expanduser()
-        return candidate if candidate.is_absolute() else Path(self.base_dir) / candidate
+        sources: list[SourceConfig]
+        """Inputs, in priority order (an earlier source wins ties between equally rich duplicates)."""
+        work_dir: str = "build/data"
+        """Stage outputs and caches (relative to the repository root)."""
+        workers: int = Field(2, ge=0)
+        """Sandbox workers for recording tests, reference runs and pass rates."""
+        time_limit_s: PositiveNumber = 4.0
+        """CPU seconds per test for reference runs (the most a reference may take), and for model
+        samples on problems with no limit of their own (judges' limits are set for C++)."""
+        progress: bool = True
+        """Show a progress bar per stage."""
+        validate: ValidateConfig = Field(default_factory=ValidateConfig)
+        dedup: DedupConfig = Field(default_factory=DedupConfig)
+        decontaminate: DecontaminateConfig = Field(default_factory=DecontaminateConfig)
+        amplify: AmplifyConfig = Field(default_factory=AmplifyConfig)
+        difficulty: DifficultyConfig = Field(default_factory=DifficultyConfig)
+        export: ExportConfig = Field(default_factory=ExportConfig)
+        base_dir: str = "."
+        """Folder relative paths resolve against (set by load_build_config)."""
 
-    def stage_dir(self, stage: str) -> Path:
-        return self.resolve(self.work_dir) / stage
+        @field_validator("validate", "dedup", "decontaminate", "amplify", "difficulty", "export", mode="before")
+        @classmethod
+        def _empty_section(cls, value: Any) -> Any:
+            """A section left empty in YAML (`dedup:`) takes its defaults."""
+            return {} if value is None else value
 
+        def resolve(self, path: str) -> Path:
+            candidate = Path(path).expanduser()
+            return candidate if candidate.is_absolute() else Path(self.base_dir) / candidate
 
-def _from_dict(cls: type, data: Any, where: str) -> Any:
-    """Build dataclass `cls` from a YAML mapping; unknown keys are an error naming the valid ones."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{where}: expected a mapping, got {type(data).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(known)}")
-    nested = {"validate": ValidateConfig, "dedup": DedupConfig, "decontaminate": DecontaminateConfig,
-              "amplify": AmplifyConfig, "difficulty": DifficultyConfig, "export": ExportConfig}
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in ("sources", "eval_sets"):
-            if not isinstance(value, list):
-                raise ValueError(f"{where}.{key}: expected a list")
-            values[key] = [
-                _from_dict(SourceConfig, {"path": item} if isinstance(item, str) else item, f"{where}.{key}[{i}]")
-                for i, item in enumerate(value)
-            ]
-        elif key in nested and cls is PipelineConfig:
-            values[key] = _from_dict(nested[key], value or {}, f"{where}.{key}")
-        elif key == "data_files" and isinstance(value, str):
-            values[key] = [value]
-        else:
-            values[key] = value
-    try:
-        return cls(**values)
-    except TypeError as error:
-        raise ValueError(f"{where}: {error}") from None
+        def stage_dir(self, stage: str) -> Path:
+            return self.resolve(self.work_dir) / stage
 
 
 def repo_root_of(path: Path) -> Path:
@@ -328,14 +371,21 @@ def repo_root_of(path: Path) -> Path:
 
 
 def load_build_config(path: str | Path) -> PipelineConfig:
-    """The data config at `path` (YAML), relative paths resolved (see `base_dir`)."""
-    import yaml
-
+    """The data config at `path` (YAML), relative paths resolved (see `base_dir`); a
+    ValueError naming the file and the field when it is not a valid config."""
     path = Path(path).resolve()
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     if "sources" not in data:
         raise ValueError(f"{path}: a data config needs `sources`")
-    config = _from_dict(PipelineConfig, data, path.name)
+    try:
+        config = PipelineConfig.model_validate(data, context={FILE_CONTEXT: str(path)})
+    except ValidationError as error:
+        raise ValueError(f"{path}: {describe(error, PipelineConfig)}") from None
     if "base_dir" in data:
         config.base_dir = str((path.parent / data["base_dir"]).resolve())
     else:

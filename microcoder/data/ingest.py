@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.data.config import PipelineConfig, SourceConfig
-from microcoder.data.formats import ASSERT_FORMATS, licence_of
 from microcoder.data.loaders import detect_format, load_problems
+from microcoder.data.sources import SOURCES, licence_of
 from microcoder.data.records import Reject, read_records
 from microcoder.data.stages import (
     StageContext,
@@ -224,7 +224,8 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
         return parse_problems(rows, path, on_error), rejects
     if format == "auto":
         format = detect_format(path, first)
-    sandbox = context.evaluator().sandbox if format in ASSERT_FORMATS else None
+    needs_sandbox = format in SOURCES and SOURCES[format].assert_tests  # an unknown format: load_problems says so
+    sandbox = context.evaluator().sandbox if needs_sandbox else None
     return load_problems(path, format=format, sandbox=sandbox, workers=context.config.workers)
 
 

@@ -213,7 +213,7 @@ def _tests(item: Row, field: str, decoded: Any) -> list[tuple[str, dict[str, Any
     return tests
 
 
-def release_fields(item: Row) -> tuple[dict[str, Any], list[TestCase]]:
+def release_fields(item: Row, licence: str) -> tuple[dict[str, Any], list[TestCase]]:
     """A release row's `Problem` fields and tests, or RowRejected naming the field.
 
     The caller adds the statement's checker and fingerprint and finishes the problem."""
@@ -245,7 +245,7 @@ def release_fields(item: Row) -> tuple[dict[str, Any], list[TestCase]]:
                           "'functional'", "unparseable tests")
     kind = "call" if testtypes == {"functional"} else "stdin"
 
-    metadata = base_metadata(item, "livecodebench_release", question_id)
+    metadata = base_metadata(item, "livecodebench_release", question_id, licence)
     for field in ("question_title", "platform", "contest_id", "contest_date"):
         if item.record.get(field) is not None:
             metadata[field] = _text(item, field)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from microcoder.data.config import PipelineConfig
@@ -56,20 +55,19 @@ def stage_config(config: PipelineConfig, stage: str) -> dict[str, Any]:
     """The part of the config a stage depends on (its cache key)."""
     common = {"version": PIPELINE_VERSION, "stage": stage}
     if stage == "ingest":
-        return {**common, "sources": [asdict(s) for s in config.sources]}
+        return {**common, "sources": [source.model_dump() for source in config.sources]}
     if stage == "validate":
-        settings = asdict(config.validate)
+        settings = config.validate.model_dump()
         settings.pop("batch_size")  # how often verdicts are cached, not what they are
         return {**common, **settings, "time_limit_s": config.time_limit_s}
     if stage == "amplify":
-        settings = asdict(config.amplify)
+        settings = config.amplify.model_dump()
         settings.pop("batch_size")
-        limits = {name: value for name, value in asdict(config.validate).items() if name.startswith("time_limit")}
+        limits = {name: value for name, value in config.validate.model_dump().items() if name.startswith("time_limit")}
         return {**common, **settings, **limits, "time_limit_s": config.time_limit_s}
     if stage == "difficulty":
-        return {**common, **asdict(config.difficulty), "time_limit_s": config.time_limit_s}
-    section = getattr(config, stage)
-    return {**common, **(asdict(section) if is_dataclass(section) else {})}
+        return {**common, **config.difficulty.model_dump(), "time_limit_s": config.time_limit_s}
+    return {**common, **getattr(config, stage).model_dump()}  # dedup, decontaminate, export
 
 
 def _input_hash(config: PipelineConfig, stage: str) -> str | None:

@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from microcoder.data.formats import FORMATS
 from microcoder.problems import Problem, ProblemFormatError, TestCase
 
 
@@ -151,11 +150,12 @@ def _json_list(data: bytes, where: str) -> Iterator[tuple[int, Any, str | None]]
         yield row, record, None
 
 
-def base_metadata(item: Row, source: str, original_id: Any) -> dict[str, Any]:
-    """The metadata every converted problem starts with: where it came from, its licence."""
+def base_metadata(item: Row, source: str, original_id: Any, licence: str) -> dict[str, Any]:
+    """The metadata every converted problem of format `source` starts with: where it came
+    from, its licence (the format's, from its entry in `sources.SOURCES`)."""
     return {
         "original_id": original_id,
-        "licence": FORMATS[source].licence,
+        "licence": licence,
         "source_file": Path(item.path).name,
         "source_row": item.row,
     }

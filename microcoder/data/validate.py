@@ -58,7 +58,7 @@ from typing import Any
 
 from microcoder.data.config import PipelineConfig, ValidateConfig
 from microcoder.data.literals import NotRepresentable, find_signature
-from microcoder.data.loaders import signature_misfit, stdin_checker, unjudgeable_statement
+from microcoder.data.sources.common import signature_misfit, stdin_checker, unjudgeable_statement
 from microcoder.data.records import Reject
 from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.evaluator.compare import judge_call

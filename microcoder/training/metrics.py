@@ -1,6 +1,9 @@
-"""What a training step logs: the keys of a metrics.jsonl line, in order, and its console line."""
+"""What a training step logs: the file, the keys of a metrics.jsonl line, in order, and its console line."""
 
 from __future__ import annotations
+
+METRICS_FILE = "metrics.jsonl"
+"""The file in a run directory the trainer appends one line per step to."""
 
 # The keys of a metrics.jsonl line, in order; "heldout_accuracy" only on eval steps
 # ("heldout_accuracy_long" too when heldout_long_factor is set), "kl" only when beta > 0 and

@@ -18,13 +18,14 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from microcoder.training.metrics import METRICS_FILE
+
 PANELS = (
     ("heldout_accuracy", "held-out accuracy"),
     ("reward_mean", "mean reward"),
     ("response_length_mean", "mean response length (tokens)"),
     ("diversity", "diversity"),
 )
-METRICS_FILE = "metrics.jsonl"
 
 
 class MetricsFormatError(ValueError):

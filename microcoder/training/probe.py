@@ -126,7 +126,8 @@ def target_from_run(run_dir: str | Path, tail_fraction: float = 0.25) -> float:
     """The diversity a run settled at: the mean `diversity` over the last `tail_fraction`
     of its logged steps (at least one). Raises FileNotFoundError or ValueError naming the
     metrics file when it is missing or logs no diversity."""
-    from microcoder.training.plots import METRICS_FILE, read_metrics, series
+    from microcoder.training.metrics import METRICS_FILE
+    from microcoder.training.plots import read_metrics, series
 
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():

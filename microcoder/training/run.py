@@ -27,7 +27,7 @@ from trl import GRPOConfig
 from microcoder.evaluator import Evaluator
 from microcoder.problems import Problem
 from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
-from microcoder.training.plots import METRICS_FILE
+from microcoder.training.metrics import METRICS_FILE
 from microcoder.training.reward import reward_evaluator_config, reward_of_config
 from microcoder.training.trainer import MicroCoderTrainer
 

@@ -34,7 +34,8 @@ the estimator refuses it. verl's single_turn_agent (the default) and tool_agent 
 output per session.
 
 Settings, under `algorithm.microcoder` (all optional):
-    rho   (0.3)   probability that a qualifying response is masked (the TRL default's value)
+    rho   (0.3)   probability that a qualifying response is masked (algorithms.masking.DEFAULT_RHO,
+                  the TRL trainer's default too)
     seed  (0)     seed of the mask's random draws (see below)
     eps   (1e-6)  added to the group std (verl's GRPO and our trainer use 1e-6)
 and verl's own `algorithm.norm_adv_by_std_in_grpo` (true: divide by the group std; false:
@@ -64,11 +65,10 @@ from typing import Any
 import torch
 
 from microcoder.algorithms import conditional_truncation_mask, group_advantages
-from microcoder.algorithms.masking import TruncationMask
+from microcoder.algorithms.masking import DEFAULT_RHO, TruncationMask
 from microcoder.integrations.verl.score_bits import decode_scores
 
 ESTIMATOR_NAME = "microcoder_grpo"
-DEFAULT_RHO = 0.3
 DEFAULT_SEED = 0
 DEFAULT_EPS = 1e-6
 

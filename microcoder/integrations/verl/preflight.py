@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from microcoder.algorithms.masking import DEFAULT_RHO
 from microcoder.integrations.verl.advantage import ESTIMATOR_NAME, refused_algorithm_settings
 
 OUR_MANAGER = "MicroCoderRewardManager"
@@ -92,7 +93,7 @@ def config_checks(config: Any) -> list[Check]:
     if not refused:
         checks.append(Check("algorithm (refused settings)", True,
                             "no KL in the reward, no filter_groups on 'reward', no rollout_rs outside bypass mode"))
-    rho = (algorithm.get("microcoder") or {}).get("rho", 0.3)
+    rho = (algorithm.get("microcoder") or {}).get("rho", DEFAULT_RHO)
     checks.append(Check("algorithm.microcoder.rho", 0.0 <= float(rho) <= 1.0, f"{rho}"))
     n = int(config.actor_rollout_ref.rollout.n)
     checks.append(Check("actor_rollout_ref.rollout.n", n >= 2,

@@ -61,15 +61,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from microcoder.algorithms.masking import UNSCORABLE_VERDICTS, is_repetitive, non_incorrect
+from microcoder.algorithms.masking import PAPER_REPETITION_M, UNSCORABLE_VERDICTS, is_repetitive, non_incorrect
 from microcoder.algorithms.rewards import needs_all_tests, reward_from_tests
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
 from microcoder.evaluator.cache import DEFAULT_CACHE_ENTRIES, VerdictCache, problem_on_budget
 from microcoder.integrations.verl.problem_store import ProblemStore, parse_reference
 from microcoder.problems import Problem
 
-# The paper's m; the TRL presets use 32 for their 128-token responses.
-DEFAULT_REPETITION_M = 128
 # Parsed problems kept per process (reward worker): four steps' prompts at the example's
 # train_batch_size of 64, enough for a group's G responses, judged within one step, to
 # parse their problem once; the bound is on Problems, tests and all, in each worker.
@@ -222,7 +220,7 @@ def budgeted_problem(problem: Problem, max_tests: int | None, seed: int) -> Prob
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, *,
                   evaluator_workers: int = 0, mode: str = "robust", time_limit_scale: float = 1.0,
-                  repetition_m: int = DEFAULT_REPETITION_M, problems_files: str | Sequence[str] | None = None,
+                  repetition_m: int = PAPER_REPETITION_M, problems_files: str | Sequence[str] | None = None,
                   reward_mode: str = "binary", reward_pow: float = 4.0, max_tests: int | None = None,
                   test_seed: int = 0, cache_size: int = DEFAULT_CACHE_ENTRIES, **_: Any) -> dict[str, Any]:
     """Judge one response; see the module docstring for the arguments and the returned keys.
@@ -232,7 +230,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
             core; with several reward-loop workers on one machine, give each its share).
         mode: "robust" (our comparison rules) or "strict" (LiveCodeBench's).
         time_limit_scale: multiplies every test's CPU limit (> 1 on slower machines).
-        repetition_m: the repetition window m in tokens.
+        repetition_m: the repetition window m in tokens (default: the paper's, PAPER_REPETITION_M).
         problems_files: the JSONL files that referenced problems are read from (absolute
             paths, or relative to the reward worker's working directory).
         reward_mode, reward_pow: "binary", "fraction" or "fraction_pow" and its power, as

@@ -48,8 +48,8 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.utils.reward_score import default_compute_score
 
-from microcoder.algorithms.masking import is_truncated
-from microcoder.integrations.verl.reward import DEFAULT_REPETITION_M, judged, mask_facts
+from microcoder.algorithms.masking import PAPER_REPETITION_M, is_truncated
+from microcoder.integrations.verl.reward import judged, mask_facts
 from microcoder.integrations.verl.reward import compute_score as microcoder_compute_score
 from microcoder.integrations.verl.score_bits import encode_score
 from microcoder.policy.generation import eos_token_ids as trainer_eos_token_ids
@@ -104,7 +104,7 @@ class MicroCoderRewardManager(RewardManagerBase):
         self.max_response_length = int(config.actor_rollout_ref.rollout.response_length)
         self.eos_token_ids = frozenset(eos_token_ids(config.actor_rollout_ref.model.get("path"), tokenizer))
         reward_kwargs = (config.reward.get("custom_reward_function") or {}).get("reward_kwargs") or {}
-        self.repetition_m = int(reward_kwargs.get("repetition_m", DEFAULT_REPETITION_M))
+        self.repetition_m = int(reward_kwargs.get("repetition_m", PAPER_REPETITION_M))
 
     def truncated(self, response_ids: list[int]) -> bool:
         """Reached the length limit without EOS (ending with an EOS exactly at the limit is finished)."""

@@ -1,0 +1,59 @@
+"""The workloads the evaluator's speed benchmarks share: the trivial add problems (stdin and
+call), the programs that solve them, and the RL-like mix of rollouts.
+
+A helper module, not a benchmark: evaluator_speed.py, fork_floor.py, evaluator_cost_split.py
+and serve_speed.py import it, and it imports none of them (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import random
+
+from microcoder.problems import Problem
+
+TIME_LIMIT_S = 1.0
+"""CPU seconds per test of the add problems."""
+
+CORRECT = "a, b = map(int, input().split())\nprint(a + b)\n"
+CORRECT_CALL = "class Solution:\n    def add(self, a: int, b: int) -> int:\n        return a + b\n"
+LOOP = "while True:\n    pass\n"
+
+
+def busy(milliseconds: float) -> str:
+    """Python that burns about this much CPU, then continues."""
+    return (
+        "import time as _t\n_end = _t.process_time() + %f\nwhile _t.process_time() < _end:\n    pass\n" % (milliseconds / 1000)
+    )
+
+
+SLOW_CORRECT = busy(50) + CORRECT
+
+
+def stdin_problem(tests: int) -> Problem:
+    rows = [{"input": f"{i} {i * 7}\n", "output": f"{i + i * 7}\n"} for i in range(tests)]
+    return Problem(id="add", prompt="", kind="stdin", tests=rows, time_limit_s=TIME_LIMIT_S)
+
+
+def call_problem(tests: int) -> Problem:
+    rows = [{"input": f"{i}\n{i * 7}", "output": f"{i + i * 7}"} for i in range(tests)]
+    return Problem(id="addc", prompt="", kind="call", entry_point="Solution().add", tests=rows, time_limit_s=TIME_LIMIT_S)
+
+
+def rl_mix(samples: int, tests: int, seed: int = 0, loops: int = 4, slow: int = 4) -> list[str]:
+    """`loops` infinite loops, `slow` correct programs that burn ~50 ms per test, and of the
+    rest half correct, a quarter wrong (on a random test), a quarter crashing (on a random
+    test): what a policy's rollouts look like early in training."""
+    rng = random.Random(seed)
+    rest = samples - loops - slow
+    codes = [LOOP] * loops + [SLOW_CORRECT] * slow
+    for index in range(rest):
+        if index < rest // 2:
+            codes.append(CORRECT)
+        elif index < rest * 3 // 4:
+            bad = rng.randrange(tests)
+            codes.append(f"a, b = map(int, input().split())\nprint(a + b + (1 if a == {bad} else 0))\n")
+        else:
+            crash_at = rng.randrange(tests)
+            codes.append(f"a, b = map(int, input().split())\nassert a != {crash_at}\nprint(a + b)\n")
+    rng.shuffle(codes)
+    return codes
