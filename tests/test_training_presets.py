@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM
 
 from microcoder.training.config import load_config
@@ -33,10 +34,12 @@ ROLLOUT_KEYS = {"step", "reward_mean", "accuracy_mean", "response_length_mean", 
 # another only here (any other difference would confound the comparison).
 MECHANISM_KEYS = {"beta", "eps_high", "truncation_mask", "dynamic_sampling", "overlong_cache_length",
                   "temperature_stages"}
-# The keys a tiny preset changes for a 2-step test run (the same values in every *-tiny.yaml).
+# The keys a tiny preset changes for a 2-step test run: what configs/tiny.yaml sets.
 TINY_SIZE_KEYS = {"model", "total_steps", "group_size", "train_batch_size", "ppo_mini_batch_size",
                   "micro_batch_size", "max_new_tokens", "repetition_m", "heldout_size", "save_every",
                   "save_total_limit", "reward_workers", "learning_rate", "train_top_layers", "temperature_min_dwell"}
+# What each *-tiny.yaml states beside its base: the preset's length- and run-scaled keys.
+TINY_OWN_KEYS = {"grpo": set(), "dapo": {"overlong_cache_length"}, "microcoder": {"temperature_stages"}}
 PRESETS = ("grpo", "dapo", "microcoder")
 
 
@@ -149,6 +152,27 @@ def test_presets_differ_only_in_the_papers_mechanisms():
     assert {values[name]["loss_aggregation"] for name in PRESETS} == {"token-mean"}
     # Each rollout feeds at least two optimizer updates, so old log-probs exist and clipping acts.
     assert all(load_config(CONFIGS / f"{name}.yaml").updates_per_step >= 2 for name in PRESETS)
+
+
+def test_a_tiny_preset_is_its_preset_under_the_one_tiny_layer():
+    # configs/tiny.yaml is the only copy of the sizes; each *-tiny.yaml layers it over its
+    # preset (base:) and states only the keys scaled with the run.
+    assert set(yaml.safe_load((CONFIGS / "tiny.yaml").read_text())) == TINY_SIZE_KEYS
+    for name in PRESETS:
+        own = yaml.safe_load((CONFIGS / f"{name}-tiny.yaml").read_text())
+        assert own.pop("base") == [f"{name}.yaml", "tiny.yaml"]
+        assert set(own) == TINY_OWN_KEYS[name]
+
+
+def test_base_layers_files_under_a_files_own_keys(tmp_path):
+    (tmp_path / "a.yaml").write_text("beta: 0.5\nlearning_rate: 0.01\nmicro_batch_size: 4\n")
+    (tmp_path / "b.yaml").write_text("beta: 0.25\ngroup_size: 3\n")
+    (tmp_path / "c.yaml").write_text("base: [a.yaml, b.yaml]\ngroup_size: 4\n")
+    config = load_config(tmp_path / "c.yaml")
+    assert (config.beta, config.learning_rate, config.group_size, config.micro_batch_size) == (0.25, 0.01, 4, 4)
+    (tmp_path / "a.yaml").write_text("base: c.yaml\n")
+    with pytest.raises(ValueError, match="loops back"):
+        load_config(tmp_path / "c.yaml")
 
 
 def test_tiny_presets_are_their_presets_at_tiny_sizes():

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from microcoder.algorithms.masking import DEFAULT_RHO
 from microcoder.evaluator.sandbox import DEFAULT_TIME_LIMIT_S
 from microcoder.training.temperature import check_temperature_stages
 
@@ -96,7 +97,7 @@ class TrainConfig(BaseModel):
     """Added to the std in the advantage (verl's value)."""
     truncation_mask: Literal["none", "conditional", "all"] = "conditional"
     """"none": no masking (GRPO, DAPO); "conditional": MicroCoder-GRPO's rule (rho, repetition_m); "all": every truncated response leaves the loss and its normaliser (TRL's mask_truncated_completions; the paper's collapsing ablation)."""
-    truncation_mask_rho: float = 0.3
+    truncation_mask_rho: float = DEFAULT_RHO
     """Conditional mask: probability that a truncated, non-incorrect, non-repetitive response has its advantage zeroed."""
     repetition_m: int = 32
     """Conditional mask: a response whose last m tokens equal the m before them is a loop and keeps its penalty (paper: 128 at 4K tokens; here 128 max)."""
@@ -382,7 +383,9 @@ def build_config(values: dict[str, Any]) -> TrainConfig:
 def load_config(path: str | Path | Sequence[str | Path] | None = None,
                 overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """The config of a YAML file (None: the defaults; a list: files layered in order, a later
-    file's keys winning), with `key=value` overrides applied in order.
+    file's keys winning), with `key=value` overrides applied in order. A file may name the
+    files it layers over (`base: [microcoder.yaml, tiny.yaml]`, relative to it); its own
+    keys win.
 
     Values of overrides are parsed as YAML, then typed by the field: `beta=0.001`,
     `dual_clip=null`, `temperature_stages=[[0,0.7],[50,1.0]]`. Unknown keys and bad values
@@ -391,14 +394,30 @@ def load_config(path: str | Path | Sequence[str | Path] | None = None,
     values: dict[str, Any] = {}
     paths = [] if path is None else [path] if isinstance(path, (str, Path)) else list(path)
     for file in paths:
-        loaded = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{file}: expected a mapping of config keys, got {type(loaded).__name__}")
-        values.update(loaded)
+        values.update(_file_values(Path(file), ()))
     for item in overrides:
         key, value = _parse_override(item)
         values[key] = value
     return build_config(values)
+
+
+def _file_values(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """A config file's keys over those of the files its `base:` names (paths relative to
+    it, layered in order), so that a variant states only what it changes."""
+    if file.resolve() in seen:
+        raise ValueError(f"{file}: base: loops back to itself ({' -> '.join(map(str, seen))})")
+    loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{file}: expected a mapping of config keys, got {type(loaded).__name__}")
+    bases = loaded.pop("base", [])
+    bases = [bases] if isinstance(bases, str) else bases
+    if not isinstance(bases, list) or not all(isinstance(base, str) for base in bases):
+        raise ValueError(f"{file}: base: expected a file name or a list of them, got {bases!r}")
+    values: dict[str, Any] = {}
+    for base in bases:
+        values.update(_file_values(file.parent / base, (*seen, file.resolve())))
+    values.update(loaded)
+    return values
 
 
 def dump_config(config: TrainConfig, path: str | Path) -> None:
