@@ -9,7 +9,7 @@ Samples with `model.generate` (batched, left padded, prompts sorted by length), 
 with the Evaluator, and prints pass@1 overall, per template and per difficulty, the
 verdicts, mean response length and the fraction truncated; and pass@1 under the strict
 (LiveCodeBench) judge beside it, which on the `decimal` set rejects float answers that are
-off in the last bits. docs/default_run.md records the numbers this printed.
+off in the last bits. results/default_run.md records the numbers this printed.
 """
 
 from __future__ import annotations

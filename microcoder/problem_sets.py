@@ -9,7 +9,7 @@ group whose rewards are all equal. HumanEval is far too hard for this model (1 o
 the default set is generated here, deterministically, from templates such as "sum of a
 list" or "FizzBuzz with other numbers". Each template varies the function and argument
 names, the constants and the tests, so that the held-out problems are new instances of
-the training tasks, never copies. docs/default_run.md gives the measured base pass rates.
+the training tasks, never copies. results/default_run.md gives the measured base pass rates.
 
 Each problem's statement shows one example (its first test), as LeetCode does; its
 tests' expected outputs are computed by running the reference solution, which is our

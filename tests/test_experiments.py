@@ -806,7 +806,7 @@ def test_the_learning_rate_trial_differs_from_the_protocol_in_the_rate_alone(tmp
 
 def test_the_default_run_trial_measured_the_shipped_default(tmp_path):
     """configs/trials/default_run_lr.yaml is the measurement behind TrainConfig's learning
-    rate (docs/default_run.md): its arm is `microcoder train` as it ships, up to the run's
+    rate (results/default_run.md): its arm is `microcoder train` as it ships, up to the run's
     place, seed and shared step-0 cache."""
     from microcoder.experiments.spec import arm_phases
 

@@ -168,7 +168,7 @@ class ValidateConfig(Section):
     derived limit leaves the floor (floor / multiple) is re-timed too, so a reference near
     that edge is timed the same way (least of `retime_runs`) in every build, whichever side
     of the edge its first run falls. The default covers the rerun variation measured on
-    tests of 100 ms or more (docs/data_pipeline.md, "Time limits"). Cached verdicts are not
+    tests of 100 ms or more (results/data_pipeline.md, "Time limits"). Cached verdicts are not
     re-timed when it changes."""
     time_limits_from_reference: bool = True
     """Set the `time_limit_s` of each problem whose reference passes to
@@ -176,16 +176,16 @@ class ValidateConfig(Section):
     problems without a reference keep the source's limit, or none (the judge's default)."""
     time_limit_multiple: float = Field(3.0, ge=1, allow_inf_nan=False)
     """Limit / the reference's slowest test: above the most a reference's slowest test has
-    varied between reruns on loaded machines (docs/data_pipeline.md, "Time limits": the
+    varied between reruns on loaded machines (results/data_pipeline.md, "Time limits": the
     measurements behind this default, the floor's and the cap's)."""
     time_limit_floor_s: PositiveNumber = 1.0
     """The least limit; it decides nearly every problem, as nearly every reference and
-    accepted model response is far faster (docs/data_pipeline.md, "Time limits"); the
+    accepted model response is far faster (results/data_pipeline.md, "Time limits"); the
     default leaves room for a slower machine and a worse constant."""
     time_limit_cap_s: PositiveNumber = 6.0
     """The greatest limit, what an infinite loop may cost per test: by default 1.5x the most
     a reference may take (`time_limit_s`), above the rerun variation measured
-    (docs/data_pipeline.md, "Time limits")."""
+    (results/data_pipeline.md, "Time limits")."""
     time_limit_step_s: PositiveNumber = 0.5
     """Derived limits are rounded up to a multiple of this, as judges publish coarse limits,
     so CPU-time noise moves a limit only when it crosses a step (results/data_pipeline.md,

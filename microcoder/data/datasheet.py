@@ -371,7 +371,7 @@ def time_limit_section(problems: list[Problem], config: PipelineConfig) -> list[
                   f"{settings.time_limit_multiple:g} x its CPU time, rounded up to a multiple of "
                   f"{settings.time_limit_step_s:g} s, within "
                   f"[{floor_s:g} s, {cap_s:g} s] (`validate.time_limit_*`; the defaults are measured in "
-                  "docs/data_pipeline.md, \"Time limits\", which also counts the verdicts they change).", ""]
+                  "results/data_pipeline.md, \"Time limits\", which also counts the verdicts they change).", ""]
     lines += [f"Problems with a limit from their reference: {origin['reference']}; with their source's own: "
               f"{origin['source']}; with none, so the judge's default applies (`microcoder evaluate "
               f"--time-limit`, training's `reward_time_limit_s`): {origin['default']}.", ""]

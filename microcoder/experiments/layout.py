@@ -18,7 +18,8 @@ import yaml
 
 from microcoder.experiments.analysis import with_visible_reward
 from microcoder.experiments.spec import ExperimentSpec
-from microcoder.training.plots import METRICS_FILE, read_metrics
+from microcoder.training.metrics import METRICS_FILE
+from microcoder.training.plots import read_metrics
 
 
 SHARED_FILE = "shared.yaml"

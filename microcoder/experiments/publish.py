@@ -24,7 +24,7 @@ from microcoder.experiments.findings import published_rows, scored_count
 from microcoder.experiments.layout import (HELDOUT_FILES, SHARED_FILE, START_CACHE, load_grid_spec, seed_dirs,
                                            shared_target)
 from microcoder.experiments.pages import record_summary, verdicts_text
-from microcoder.training.plots import METRICS_FILE
+from microcoder.training.metrics import METRICS_FILE
 
 
 NUMBERS_BEGIN = "<!-- NUMBERS: written by `microcoder experiment report --docs`; edits here are lost -->"

@@ -69,7 +69,7 @@ from microcoder.experiments.layout import START_CACHE, run_state
 from microcoder.experiments.sharing import (check_finished_runs, config_identity, find_shared_run, record_shared_run,
                                             restore_run, restore_start_cache)
 from microcoder.experiments.spec import arm_phases, load_spec
-from microcoder.training.plots import METRICS_FILE
+from microcoder.training.metrics import METRICS_FILE
 
 
 DEFAULT_ROOT = Path("runs/experiments")

@@ -1,6 +1,6 @@
 """The chat prompts the policy sees: one system message and one user message per problem.
 
-The wording was tuned on SmolLM2-135M-Instruct (docs/default_run.md): a small model
+The wording was tuned on SmolLM2-135M-Instruct (results/default_run.md): a small model
 needs to be told the function's exact name and signature and to be shown the one code
 block it should write; without that it often renames the function or explains in prose.
 """
@@ -17,7 +17,7 @@ SYSTEM_PROMPT = (
 ANSWER_FORMAT = "Reply with only one ```python code block: no explanation, no examples, no tests."
 """Ends every user message. SmolLM2-135M follows the last instruction it read far better
 than the system prompt: without this line ~40% of its answers went on explaining past
-the code and were cut off at 128 tokens (docs/default_run.md)."""
+the code and were cut off at 128 tokens (results/default_run.md)."""
 
 
 def _starter_block(problem: Problem) -> str:

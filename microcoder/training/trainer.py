@@ -87,8 +87,7 @@ from microcoder.evaluator import Sample, summarize
 from microcoder.problems import Problem
 from microcoder.training.config import TrainConfig
 from microcoder.training.frozen_prefix import FrozenPrefix, decoder_layers
-from microcoder.training.metrics import METRIC_KEYS, console_line
-from microcoder.training.plots import METRICS_FILE
+from microcoder.training.metrics import METRIC_KEYS, METRICS_FILE, console_line
 from microcoder.training.reward import EvaluatorReward, ScoredBatch, chunk_bounds, concat_scored
 from microcoder.training.rollouts import merge_rollouts
 from microcoder.training.scoring import completion_log_probs, final_norm
