@@ -789,6 +789,24 @@ def test_the_shipped_specs_follow_the_protocol(tmp_path):
             assert (config.overlong_cache_length > 0) == (spec.name == "main" and arm.startswith("dapo")), (path, arm)
 
 
+def test_the_long_runs_are_mains_arms_run_longer(tmp_path):
+    """configs/experiments/long/main_long.yaml: one seed of each of main's own arms (the
+    group-matched DAPO aside), differing from main's configs only in the run's length and
+    where it evaluates and saves; at least 200 steps; no computed finding (one seed has no
+    variance to test against)."""
+    from microcoder.experiments.spec import arm_config
+
+    root = Path(__file__).parents[1] / "configs" / "experiments"
+    long, long_folder = load_spec(root / "long" / "main_long.yaml")
+    main, main_folder = load_spec(root / "main.yaml")
+    assert long.seeds == [0] and not long.computed_findings and set(long.arms) < set(main.arms)
+    for arm in long.arms:
+        ran = arm_config(long, long_folder, arm, 0, tmp_path).model_dump()
+        short = arm_config(main, main_folder, arm, 0, tmp_path).model_dump()
+        assert ran["total_steps"] >= 200 and 0 < ran["eval_every"] < ran["total_steps"]
+        assert {key for key in ran if ran[key] != short[key]} == {"total_steps", "eval_every", "save_every"}, arm
+
+
 def test_the_learning_rate_trial_differs_from_the_protocol_in_the_rate_alone(tmp_path):
     """configs/trials/learning_rate.yaml is the measurement behind cpu-scale.yaml's rate
     (results/experiments/README.md, "Protocol"): its arms differ in learning_rate only, and one
