@@ -1,5 +1,6 @@
 """The `microcoder` command line. Each command parses its options into the typed config of
-its entry point and calls it; no logic lives here."""
+its entry point and calls it; besides that, only the help's defaults (read from those
+configs when the help is shown) live here."""
 
 from __future__ import annotations
 
@@ -350,7 +351,7 @@ def experiment_report(
     docs: Path = typer.Option(None, "--docs", help="Also publish each grid into this record (e.g. results/experiments): "
                               "DOCS/<spec>.png, DOCS/data/<spec>/ (spec and per-run metrics, no checkpoints), the "
                               "verdict table and numbers block of DOCS/<spec>.md, and the summary of DOCS/README.md "
-                              "(the count of verdicts and the table). Nothing outside DOCS is written."),
+                              "(the count of verdicts and the table). Publishing writes nothing outside DOCS."),
 ) -> None:
     """Per grid: the findings' verdicts by the stated rule (printed), figure.png (mean and band over
     seeds, one colour per arm) and report.md (verdicts and numbers); with --docs, the record's only writer."""

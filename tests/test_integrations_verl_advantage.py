@@ -140,7 +140,6 @@ def test_the_mask_defaults_have_one_home_in_algorithms():
     assert settings_from_config(None)["rho"] == masking.DEFAULT_RHO == TrainConfig().truncation_mask_rho
     # verl's m is the paper's (the TRL presets set a shorter one for their short responses).
     assert inspect.signature(reward.compute_score).parameters["repetition_m"].default == masking.PAPER_REPETITION_M
-    assert not hasattr(reward, "DEFAULT_REPETITION_M")
 
 
 # ---- what verl hands the estimator: padding, several outputs, dtype, denormals ------------------

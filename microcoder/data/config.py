@@ -35,8 +35,9 @@ class Section(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _named_errors(cls, values: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
-        """A section built in code (a test, a benchmark) gets the error text a file gets,
-        naming its field; a file's loader names the whole path itself (FILE_CONTEXT)."""
+        """A section built in code (a test, a benchmark) gets an error naming the section and
+        the field at fault (not the place of a nested item, as `sources[1]`); a file's loader
+        names the whole path itself (FILE_CONTEXT)."""
         try:
             return handler(values)
         except ValidationError as error:

@@ -72,8 +72,9 @@ def check_trl_version(installed: str | None = None) -> None:
     raise RuntimeError(
         f"trl {installed} is installed, but microcoder's trainer overrides private methods of trl {TRL_VERSION} "
         f"(microcoder/training/trl_hooks.py), which another release may have changed. Install trl=={TRL_VERSION}; "
-        f"or check each hook against trl {installed} (python -m pytest tests/test_training_trl_hooks.py) and "
-        f"set {ACCEPT_TRL_ENV}={installed} to run on it.")
+        f"or check each hook against trl {installed} ({ACCEPT_TRL_ENV}={installed} python -m pytest "
+        f"tests/test_training_trl_hooks.py: every test but the version pin's must pass) and keep "
+        f"{ACCEPT_TRL_ENV}={installed} set to run on it.")
 
 
 def fused_head_temperature_cell(model):

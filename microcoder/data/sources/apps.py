@@ -7,8 +7,8 @@ from typing import Any
 
 from microcoder.data.literals import NotRepresentable, find_signature, literal
 from microcoder.data.records import Row, base_metadata
-from microcoder.data.sources.common import (Source, call_test, entry_point, judge_flags, source_id, statement_hash,
-                                            stdin_checker, stdin_tests)
+from microcoder.data.sources.common import (Source, call_test, entry_point, reject_unjudgeable, source_id,
+                                            statement_hash, stdin_checker, stdin_tests)
 from microcoder.problems import Problem, TestCase
 
 
@@ -72,7 +72,7 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
 
     if not starter.strip():
         fields["kind"] = "stdin"
-        judge_flags(item, statement, "description")
+        reject_unjudgeable(item, statement, "description")
         fields["checker"] = stdin_checker(statement)
         pairs = [(t["input"], out) for t, out in zip(good, outputs) if out is not _Unwrappable]
         item.drop("output is not a one-element list", len(good) - len(pairs))

@@ -117,7 +117,7 @@ def unjudgeable_statement(statement: str, tags: list[str] | None = None) -> tupl
     return None
 
 
-def judge_flags(item: Row, statement: str, field: str, tags: list[str] | None = None) -> None:
+def reject_unjudgeable(item: Row, statement: str, field: str, tags: list[str] | None = None) -> None:
     """Reject stdin problems plain output comparison cannot judge."""
     flagged = unjudgeable_statement(statement, tags)
     if flagged:
@@ -220,7 +220,7 @@ def contest_problem(item: Row, source: Source, pairs: list[tuple[Any, Any]], sha
     tags = _statement_tags(statement)
     prompt = _limits_from_statement(statement, metadata)
     metadata["statement_sha1"] = statement_hash(prompt)
-    judge_flags(item, prompt, "problem", tags)
+    reject_unjudgeable(item, prompt, "problem", tags)
     tests = stdin_tests(item, pairs, shared)
     fields = {
         "id": source_id(source.name, name),

@@ -10,8 +10,8 @@ from typing import Any
 
 from microcoder.data.literals import NotRepresentable, Signature, find_signature
 from microcoder.data.records import Row, base_metadata
-from microcoder.data.sources.common import (Source, call_test, entry_point, judge_flags, source_id, statement_hash,
-                                            stdin_checker, stdin_tests)
+from microcoder.data.sources.common import (Source, call_test, entry_point, reject_unjudgeable, source_id,
+                                            statement_hash, stdin_checker, stdin_tests)
 from microcoder.problems import Problem, TestCase
 
 
@@ -42,7 +42,7 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
         except NotRepresentable as error:
             raise item.reject("starter_code", str(error), "unparseable starter code") from None
     else:
-        judge_flags(item, statement, "problem")
+        reject_unjudgeable(item, statement, "problem")
 
     tests: list[TestCase] = []
     for index, test in enumerate(raw_tests):
