@@ -107,7 +107,7 @@ class Checker(BaseModel):
 class Problem(BaseModel):
     """One programming problem in the canonical format."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     id: str = Field(min_length=1)
     """Unique within a file; conventionally `source/original-id`."""

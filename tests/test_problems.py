@@ -60,6 +60,17 @@ def _refusal(value) -> ValidationError:
     raise AssertionError(f"time_limit_s={value!r} was accepted")
 
 
+def test_a_limit_set_after_construction_is_checked_too():
+    # Pipeline stages set a problem's limit on the model they hold (validate derives it from
+    # the reference); an unusable one must not reach the judge that way either.
+    problem = Problem(**GOOD, time_limit_s=2.0)
+    for value in (0.0, math.nan, True):
+        with pytest.raises(ValidationError, match="time_limit_s"):
+            problem.time_limit_s = value
+    problem.time_limit_s = 0.5
+    assert problem.time_limit_s == 0.5
+
+
 def test_the_model_keeps_a_good_time_limit_or_none():
     assert Problem(**GOOD, time_limit_s=0.25).time_limit_s == 0.25
     whole = Problem(**GOOD, time_limit_s=3).time_limit_s
