@@ -1,6 +1,6 @@
 """Where a training step's time goes, and what our trainer costs beside plain TRL and plain HF.
 
-    python benchmarks/train_step.py                          # tiny random-init model, every comparison
+    python benchmarks/train_step.py                          # tiny random-init model, every comparison but vllm
     python benchmarks/train_step.py --smoke                  # tiny model, the phases only: seconds
     python benchmarks/train_step.py --model smollm2-135m-instruct --config configs/grpo.yaml \\
         --config configs/experiments/cpu-scale.yaml --problems config --steps 2 --rounds 1 \\
@@ -84,6 +84,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
 COMPARISONS = ("trl", "generate", "checkpointing", "overlap", "phases", "vllm")
+DEFAULT_COMPARISONS = COMPARISONS[:-1]  # vllm only by name: it needs the vLLM environment and a checkpoint
 
 
 def tiny_add_problems(count: int):
@@ -813,8 +814,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, alternating")
     parser.add_argument("--problems", choices=("bench", "config"), default="bench",
                         help="bench: 16 one-line add problems (short prompts); config: the config's training problems")
-    parser.add_argument("--compare", default=",".join(COMPARISONS),
-                        help=f"comma-separated, of {', '.join(COMPARISONS)} (default: all)")
+    parser.add_argument("--compare", default=",".join(DEFAULT_COMPARISONS),
+                        help=f"comma-separated, of {', '.join(COMPARISONS)} (default: all but vllm, which "
+                             "runs in the vLLM environment on a model from a checkpoint)")
     parser.add_argument("--chunks", type=int, default=2, help="overlap: rollout_chunks of both runs")
     parser.add_argument("--judge-ms", type=float, default=100.0, help="overlap: CPU ms per test of the slow program")
     parser.add_argument("--against", default=None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 
 def main() -> None:
@@ -47,13 +48,10 @@ def main() -> None:
     if args.smoke:
         import tempfile
 
-        from microcoder.policy.model import tiny_model_and_tokenizer
+        from microcoder.policy.model import save_tiny_model
 
-        folder = tempfile.mkdtemp(prefix="vllm-parity-smoke-")
-        tiny, tiny_tokenizer = tiny_model_and_tokenizer(seed=0, hidden_size=256)
-        tiny.save_pretrained(folder)
-        tiny_tokenizer.save_pretrained(folder)
-        model, tokenizer = load_model_and_tokenizer(folder, torch.float32)
+        folder = save_tiny_model(Path(tempfile.mkdtemp(prefix="vllm-parity-smoke-")) / "tiny", 0, hidden_size=256)
+        model, tokenizer = load_model_and_tokenizer(str(folder), torch.float32)
     else:
         model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL, torch.float32)
     prompts = [render_prompt(problem, tokenizer) for problem in heldout]

@@ -5,6 +5,7 @@ once per machine into the user cache (~30-60 s on 2 cores); every test here then
 Only `test_default_model_path_converts_once_then_reuses` may convert, into a temp dir.
 """
 
+import json
 
 import pytest
 import torch
@@ -80,8 +81,8 @@ def test_a_saved_tiny_model_appears_whole_and_is_never_rewritten(tmp_path, monke
     seen_while_writing = []
     real_tiny = model_module.tiny_model_and_tokenizer
 
-    def watched_tiny(seed):
-        model, tokenizer = real_tiny(seed)
+    def watched_tiny(seed, hidden_size):
+        model, tokenizer = real_tiny(seed, hidden_size=hidden_size)
         real_save = tokenizer.save_pretrained
 
         def save(*args, **kwargs):  # the model's files are written by now: what does a reader see?
@@ -100,8 +101,13 @@ def test_a_saved_tiny_model_appears_whole_and_is_never_rewritten(tmp_path, monke
 
     assert save_tiny_model(path, seed=3) == path  # a second process, or a resumed run
     assert seen_while_writing == [None] and {p.name: p.stat().st_mtime_ns for p in path.iterdir()} == before
-    with pytest.raises(ValueError, match="seed 3, not 4"):
+    with pytest.raises(ValueError, match="seed 3, hidden size 64, not 4, 64"):
         save_tiny_model(path, seed=4)
+    with pytest.raises(ValueError, match="not 3, 256"):  # vLLM's tiny model is another model
+        save_tiny_model(path, seed=3, hidden_size=256)
+    wide = save_tiny_model(tmp_path / "wide", seed=3, hidden_size=256)
+    assert save_tiny_model(wide, seed=3, hidden_size=256) == wide
+    assert json.loads((wide / model_module.TINY_RECORD).read_text()) == {"seed": 3, "hidden_size": 256}
 
 
 def test_a_rank_that_writes_no_model_files_fails_and_leaves_no_folder(tmp_path, monkeypatch):

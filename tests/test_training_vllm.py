@@ -113,8 +113,9 @@ def test_the_correction_weighs_each_tokens_policy_loss(tmp_path):
               "prompt_mask": torch.ones(4, 5, dtype=torch.long),
               "completion_ids": torch.randint(100, 1000, (4, 6), generator=generator),
               "completion_mask": torch.ones(4, 6, dtype=torch.long),
-              "advantages": torch.tensor([1.0, -1.0, 0.5, -0.5])}
+              "advantages": torch.tensor([1.0, -0.5, 0.5, 0.25])}  # not summing to 0: a loss of 0 scales to 0
     plain = trainer._compute_loss(trainer.model, inputs).item()
+    assert abs(plain) > 1e-3
     weights = torch.ones(4, 6)
     weights[0] = 2.0  # the first response: trainer twice as likely as the sampler, token by token
     weighted = trainer._compute_loss(trainer.model, inputs | {"importance_sampling_ratio": weights}).item()

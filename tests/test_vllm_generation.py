@@ -17,7 +17,7 @@ import torch  # noqa: E402
 
 from microcoder.policy.evaluation import ModelEvalConfig, evaluate_model  # noqa: E402
 from microcoder.policy.generation import generate  # noqa: E402
-from microcoder.policy.model import load_model_and_tokenizer, tiny_model_and_tokenizer  # noqa: E402
+from microcoder.policy.model import load_model_and_tokenizer, save_tiny_model  # noqa: E402
 from microcoder.policy.prompts import render_prompt  # noqa: E402
 from tests.training_support import tiny_problems  # noqa: E402
 
@@ -26,11 +26,7 @@ pytestmark = pytest.mark.slow  # starts a vLLM engine (~20 s)
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vllm-tiny")
-    model, tokenizer = tiny_model_and_tokenizer(seed=1, hidden_size=256)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return load_model_and_tokenizer(str(path))
+    return load_model_and_tokenizer(str(save_tiny_model(tmp_path_factory.mktemp("vllm") / "tiny", 1, hidden_size=256)))
 
 
 def prompts_of(tokenizer, count=4):

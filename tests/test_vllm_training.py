@@ -29,13 +29,9 @@ PRESET = "configs/microcoder-tiny.yaml"
 
 @pytest.fixture(scope="module")
 def vllm_tiny(tmp_path_factory):
-    from microcoder.policy.model import tiny_model_and_tokenizer
+    from microcoder.policy.model import save_tiny_model
 
-    path = tmp_path_factory.mktemp("vllm-tiny")
-    model, tokenizer = tiny_model_and_tokenizer(seed=0, hidden_size=256)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_model(tmp_path_factory.mktemp("vllm") / "tiny", 0, hidden_size=256)
 
 
 def tiny_config(run_dir, model_path, *overrides):

@@ -15,11 +15,10 @@ from __future__ import annotations
 import datetime
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, get_args
+from typing import Annotated, Any, get_args
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler,
-                      field_validator, model_validator)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A finite number above 0."""
@@ -29,30 +28,12 @@ class Section(BaseModel):
     """A part of the data config: strict types, no unknown keys, errors naming the field."""
 
     model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, validate_assignment=True)
-    key: ClassVar[str] = ""
-    """The section's key in the YAML file, named in errors."""
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _named_errors(cls, values: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
-        """A section built in code (a test, a benchmark) gets an error naming the section and
-        the field at fault (not the place of a nested item, as `sources[1]`); a file's loader
-        names the whole path itself (FILE_CONTEXT)."""
-        try:
-            return handler(values)
-        except ValidationError as error:
-            if info.context and FILE_CONTEXT in info.context:
-                raise
-            raise ValueError(describe(error, cls, cls.key)) from None
-
-
-FILE_CONTEXT = "file"
-"""Validation context key set by `load_build_config`: errors keep their whole location."""
 
 
 def describe(error: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
     """The first error of `error` as "section.field: message"; an unknown key's message
-    lists the valid ones."""
+    lists the valid ones. (A section built in code raises pydantic's own ValidationError,
+    which names the field too.)"""
     first = error.errors()[0]
     field = prefix
     for part in first["loc"]:
@@ -115,7 +96,6 @@ class SourceConfig(Section):
     `metadata.original_id` (the LeetCode slug for LeetCodeDataset). Dates the source
     already carries win."""
 
-    key: ClassVar[str] = "source"
 
     @model_validator(mode="before")
     @classmethod
@@ -192,7 +172,6 @@ class ValidateConfig(Section):
     so CPU-time noise moves a limit only when it crosses a step (results/data_pipeline.md,
     "Two builds in a row")."""
 
-    key: ClassVar[str] = "validate"
 
     @model_validator(mode="after")
     def _consistent(self) -> ValidateConfig:
@@ -219,7 +198,6 @@ class DedupConfig(Section):
     keep_constraint_variants: bool = True
     """Keep near-identical statements whose numbers differ (other constraints, e.g. LeetCode I / II)."""
 
-    key: ClassVar[str] = "dedup"
 
 
 class DecontaminateConfig(Section):
@@ -236,7 +214,6 @@ class DecontaminateConfig(Section):
     min_tests_for_identical: int = 2
     """Identical test sets count only with at least this many tests (one trivial test is chance)."""
 
-    key: ClassVar[str] = "decontaminate"
 
 
 class AmplifyConfig(Section):
@@ -269,7 +246,6 @@ class AmplifyConfig(Section):
     there are taken instead of run, so a rebuild reproduces that build's limits exactly
     (as `validate.reference_timings_from` does for stored tests)."""
 
-    key: ClassVar[str] = "amplify"
 
 
 class DifficultyConfig(Section):
@@ -297,7 +273,6 @@ class DifficultyConfig(Section):
     keep_undated: bool = True
     """With a cutoff, keep problems that have no date."""
 
-    key: ClassVar[str] = "difficulty"
 
     @field_validator("date_cutoff", mode="before")
     @classmethod
@@ -318,7 +293,6 @@ class ExportConfig(Section):
     split_seed: int = 0
     """Seed of the split (with each problem's id, through sha256)."""
 
-    key: ClassVar[str] = "export"
 
 
 with warnings.catch_warnings():
@@ -384,7 +358,7 @@ def load_build_config(path: str | Path) -> PipelineConfig:
     if "sources" not in data:
         raise ValueError(f"{path}: a data config needs `sources`")
     try:
-        config = PipelineConfig.model_validate(data, context={FILE_CONTEXT: str(path)})
+        config = PipelineConfig.model_validate(data)
     except ValidationError as error:
         raise ValueError(f"{path}: {describe(error, PipelineConfig)}") from None
     if "base_dir" in data:

@@ -191,12 +191,13 @@ def tiny_model_and_tokenizer(seed: int = 0, layers: int = 2,
 
 
 TINY_RECORD = "microcoder_tiny.json"
-"""Written inside a saved tiny model: the seed it was made with."""
+"""Written inside a saved tiny model: the seed (and hidden size, when not the default) it was made with."""
 
 
-def save_tiny_model(path: str | Path, seed: int = 0) -> Path:
-    """Write `tiny_model_and_tokenizer(seed)` to `path` (a directory) and return it, so that
-    it loads by path like any checkpoint.
+def save_tiny_model(path: str | Path, seed: int = 0, hidden_size: int = 64) -> Path:
+    """Write `tiny_model_and_tokenizer(seed, hidden_size=hidden_size)` to `path` (a
+    directory) and return it, so that it loads by path like any checkpoint (vLLM's CPU
+    attention needs hidden_size 256: 64-dimension heads).
 
     Never rewritten: a `path` already holding this seed's model is kept, so that training
     processes sharing a run directory can all call this (when each wrote the files in place,
@@ -209,32 +210,35 @@ def save_tiny_model(path: str | Path, seed: int = 0) -> Path:
     """
     path = Path(path)
     if path.is_dir() and any(path.iterdir()):
-        return _existing_tiny_model(path, seed)
+        return _existing_tiny_model(path, seed, hidden_size)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
     partial.chmod(0o755)  # mkdtemp's 0700 would outlive the rename
     try:
-        model, tokenizer = tiny_model_and_tokenizer(seed)
+        model, tokenizer = tiny_model_and_tokenizer(seed, hidden_size=hidden_size)
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
         if not (partial / "config.json").is_file():
             raise RuntimeError("save_tiny_model: the model's files were not written; under torch.distributed "
                                "transformers writes them on rank 0 only, so save from the main process first")
-        (partial / TINY_RECORD).write_text(json.dumps({"seed": seed}) + "\n", encoding="utf-8")
+        made = {"seed": seed} | ({"hidden_size": hidden_size} if hidden_size != 64 else {})
+        (partial / TINY_RECORD).write_text(json.dumps(made) + "\n", encoding="utf-8")
         os.rename(partial, path)  # atomic: a save killed half-way leaves no folder to be kept
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return path
 
 
-def _existing_tiny_model(path: Path, seed: int) -> Path:
-    """`path` when it holds the tiny model of `seed` (or one saved before the seed was
-    recorded); a ValueError when it holds another seed's or something else."""
+def _existing_tiny_model(path: Path, seed: int, hidden_size: int) -> Path:
+    """`path` when it holds the tiny model of `seed` and `hidden_size` (or one saved before
+    they were recorded); a ValueError when it holds another one or something else."""
     record = path / TINY_RECORD
     if record.is_file():
-        recorded = json.loads(record.read_text(encoding="utf-8")).get("seed")
-        if recorded != seed:
-            raise ValueError(f"{path} holds the tiny model of seed {recorded}, not {seed}: use another folder")
+        made = json.loads(record.read_text(encoding="utf-8"))
+        recorded = (made.get("seed"), made.get("hidden_size", 64))
+        if recorded != (seed, hidden_size):
+            raise ValueError(f"{path} holds the tiny model of seed {recorded[0]}, hidden size {recorded[1]}, "
+                             f"not {seed}, {hidden_size}: use another folder")
     elif not (path / "config.json").is_file():
         raise FileExistsError(f"{path} exists and is not a saved model: use another folder")
     return path

@@ -12,8 +12,6 @@ in its own environment: scripts/test_vllm.sh builds one). Choices of ours:
   then differ from the trainer's and `model.generate`'s by more than rounding.
 - `enforce_eager=True`: no graph capture or compilation (its start-up costs minutes on 2 CPU
   cores and its gain at our batch sizes is small); `max_model_len` bounds the KV cache.
-- Log-probs are "processed": after temperature scaling (and top-p), the distribution the
-  token was drawn from, which is what the trainer computes at T (softmax(logits / T)).
 - On CPU the engine's OpenMP threads are not pinned (VLLM_CPU_OMP_THREADS_BIND=0 unless set):
   the host is shared with the judge and other jobs, and pinned threads on a busy core stall.
 - `seed` per request (SamplingParams.seed): a call is reproducible whatever ran before it.
@@ -64,8 +62,6 @@ class Sampled:
     text: str
     truncated: bool
     """True when the response stopped at max_new_tokens (vLLM's finish_reason "length")."""
-    logprobs: list[float] | None
-    """Processed log-probability of each sampled token (after temperature), when asked for."""
 
 
 class VLLMEngine:
@@ -75,14 +71,13 @@ class VLLMEngine:
         prepare_environment()
         from vllm import LLM
 
-        self.path, self.dtype, self.max_model_len = str(path), dtype, max_model_len
-        self.llm = LLM(model=self.path, dtype=dtype_name(dtype), max_model_len=max_model_len, enforce_eager=True,
-                       seed=seed, logprobs_mode="processed_logprobs", enable_prefix_caching=True)
+        self.llm = LLM(model=str(path), dtype=dtype_name(dtype), max_model_len=max_model_len, enforce_eager=True,
+                       seed=seed, enable_prefix_caching=True)
 
     def generate(self, prompt_token_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int, temperature: float,
-                 top_p: float = 1.0, seed: int = 0, logprobs: bool = False) -> list[list[Sampled]]:
+                 top_p: float = 1.0, seed: int = 0) -> list[list[Sampled]]:
         """n responses to each prompt (token ids, used as given); temperature 0 is greedy."""
-        return sample_with(self.llm, prompt_token_ids, n, max_new_tokens, temperature, top_p, seed, logprobs)
+        return sample_with(self.llm, prompt_token_ids, n, max_new_tokens, temperature, top_p, seed)
 
     def load_weights(self, model: torch.nn.Module) -> None:
         """Copy `model`'s parameters into the engine (by name, as vLLM's loader maps them)
@@ -122,7 +117,7 @@ def _repack_vocabulary_layers(worker) -> None:
 
 
 def sample_with(llm, prompt_token_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int, temperature: float,
-                top_p: float = 1.0, seed: int = 0, logprobs: bool = False) -> list[list[Sampled]]:
+                top_p: float = 1.0, seed: int = 0) -> list[list[Sampled]]:
     """n responses to each prompt from the vLLM `LLM` `llm`, from the full distribution at
     `temperature` (and `top_p`; every other warper neutral); temperature 0 is greedy. Prompt i
     draws with seed (seed, i), so a call is reproducible whatever ran before it."""
@@ -131,12 +126,10 @@ def sample_with(llm, prompt_token_ids: Sequence[Sequence[int]], n: int, max_new_
     requests = [{"prompt_token_ids": list(ids)} for ids in prompt_token_ids]
     params = [SamplingParams(n=n, temperature=temperature, top_p=top_p if temperature > 0 else 1.0, top_k=0,
                              min_p=0.0, repetition_penalty=1.0, max_tokens=max_new_tokens,
-                             seed=seed * 100003 + index, logprobs=0 if logprobs else None, skip_special_tokens=True)
+                             seed=seed * 100003 + index, skip_special_tokens=True)
               for index in range(len(requests))]
     outputs = llm.generate(requests, params, use_tqdm=False)
-    return [[Sampled(list(sample.token_ids), sample.text, sample.finish_reason == "length",
-                     [step[token].logprob for step, token in zip(sample.logprobs, sample.token_ids)]
-                     if logprobs else None)
+    return [[Sampled(list(sample.token_ids), sample.text, sample.finish_reason == "length")
              for sample in output.outputs] for output in outputs]
 
 

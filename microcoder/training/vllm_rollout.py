@@ -46,10 +46,10 @@ def correction_stats(output: dict, cap: float) -> dict[str, float]:
     mask = output["completion_mask"].bool()
     raw = torch.exp(output["old_per_token_logps"] - output["sampling_per_token_logps"])[mask]
     raw = raw[~torch.isnan(raw)]
-    applied = output["importance_sampling_ratio"][mask] if output["importance_sampling_ratio"].dim() == 2 else None
     if raw.numel() == 0:
         return {}
-    return {"vllm_ratio_mean": (applied.mean() if applied is not None else raw.clamp(max=cap).mean()).item(),
+    # per token: grpo_arguments always asks TRL for token_truncate
+    return {"vllm_ratio_mean": output["importance_sampling_ratio"][mask].mean().item(),
             "vllm_ratio_max": raw.max().item(),
             "vllm_fraction_capped": (raw > cap).float().mean().item()}
 
