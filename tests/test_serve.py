@@ -859,3 +859,11 @@ def test_a_client_gone_mid_upload_is_one_line_in_the_log(tmp_path):
     gone = [line for line in log.splitlines() if "disconnected during the upload of POST /run_code" in line]
     assert len(gone) == 20, log[:3000]
     assert len(log.splitlines()) <= 20 + 2, log[:3000]  # nothing else but those lines (and uvicorn's own)
+
+
+@pytest.mark.parametrize("field", ["time_limit_s", "max_run_timeout_s", "queue_limit"])
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf")])
+def test_serve_refuses_a_limit_that_is_not_positive_and_finite(field, value):
+    # nan compares false with every run_timeout, so a nan max_run_timeout_s would accept any
+    with pytest.raises(ValueError, match=f"{field} must be positive and finite"):
+        ServeConfig(**{field: value})

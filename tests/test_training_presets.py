@@ -173,6 +173,12 @@ def test_base_layers_files_under_a_files_own_keys(tmp_path):
     (tmp_path / "a.yaml").write_text("base: c.yaml\n")
     with pytest.raises(ValueError, match="loops back"):
         load_config(tmp_path / "c.yaml")
+    (tmp_path / "a.yaml").write_text("base: gone.yaml\n")
+    with pytest.raises(ValueError, match=r"a\.yaml: base: .*gone\.yaml does not exist"):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "a.yaml").write_text("total_steps: [1\n")
+    with pytest.raises(ValueError, match=r"a\.yaml: not YAML"):
+        load_config(tmp_path / "c.yaml")
 
 
 def test_tiny_presets_are_their_presets_at_tiny_sizes():

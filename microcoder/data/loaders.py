@@ -79,7 +79,7 @@ def load_problems(
         else:
             good_rows.append(Row(str(path), row, record))
 
-    if source.convert is None:
+    if source.assert_tests:
         results = convert_assert_rows(format, good_rows, source.licence, sandbox=sandbox, workers=workers)
     else:
         shared = _shared_tests(source, good_rows)

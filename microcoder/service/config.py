@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -56,8 +57,9 @@ class ServeConfig:
             raise ValueError(f"port must be 0-65535, got {self.port}")
         for name in ("queue_limit", "max_body_mb", "time_limit_s", "memory_limit_mb", "max_run_timeout_s",
                      "client_grace_s", "upload_timeout_s", "shutdown_grace_s"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):  # nan and inf too: `<= 0` let them through
+                raise ValueError(f"{name} must be positive and finite, got {value}")
         if self.client_grace_s <= 1.0:
             # The answer leaves 1 s before the client's budget ends (app.REPLY_MARGIN_S); with
             # no more grace than that, a run could not have its run_timeout before the deadline.

@@ -406,7 +406,10 @@ def _file_values(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     it, layered in order), so that a variant states only what it changes."""
     if file.resolve() in seen:
         raise ValueError(f"{file}: base: loops back to itself ({' -> '.join(map(str, seen))})")
-    loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    try:
+        loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{file}: not YAML: {error}") from None
     if not isinstance(loaded, dict):
         raise ValueError(f"{file}: expected a mapping of config keys, got {type(loaded).__name__}")
     bases = loaded.pop("base", [])
@@ -415,6 +418,8 @@ def _file_values(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         raise ValueError(f"{file}: base: expected a file name or a list of them, got {bases!r}")
     values: dict[str, Any] = {}
     for base in bases:
+        if not (file.parent / base).is_file():
+            raise ValueError(f"{file}: base: {file.parent / base} does not exist")
         values.update(_file_values(file.parent / base, (*seen, file.resolve())))
     values.update(loaded)
     return values
