@@ -13,7 +13,6 @@ from typing import ClassVar, Optional
 import click
 import typer
 import yaml
-from pydantic import BaseModel
 from rich.console import Console
 from typer.core import TyperCommand
 
@@ -31,10 +30,9 @@ def _fail(console: Console, error: BaseException) -> None:
     console.print(f"[red]error:[/red] {error}")
     raise typer.Exit(2) from None
 
+
 def field_default(config: type, name: str) -> object:
-    """The default of field `name` of a config (a dataclass or a pydantic model)."""
-    if issubclass(config, BaseModel):
-        return config.model_fields[name].get_default(call_default_factory=True)
+    """The default of field `name` of a dataclass config."""
     field = {field.name: field for field in dataclasses.fields(config)}[name]
     return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
 
@@ -65,7 +63,7 @@ class ConfigDefaults(TyperCommand):
             field = self.fields.get(param.name, param.name)
             help_text = getattr(param, "help", None)
             if param.default is not None or not help_text or "[default:" in help_text \
-                    or field not in _field_names(config):
+                    or field not in {field.name for field in dataclasses.fields(config)}:
                 continue  # click states its own default; prose states one; or no field
             value = field_default(config, field)
             if value is not None:
@@ -78,10 +76,6 @@ def config_defaults(config: str, **fields: str) -> type[ConfigDefaults]:
     """The command class whose help states the defaults of `config` ("module:Class");
     `fields` maps option names to the fields they set where the names differ."""
     return type(f"ConfigDefaults_{config.rpartition(':')[2]}", (ConfigDefaults,), {"config": config, "fields": fields})
-
-
-def _field_names(config: type) -> set[str]:
-    return set(config.model_fields) if issubclass(config, BaseModel) else {field.name for field in dataclasses.fields(config)}
 
 
 # rich_markup_mode=None: our help strings state "[default: ...]", which rich markup would swallow as a tag.
