@@ -20,6 +20,7 @@ BENCHMARKS = REPO / "benchmarks"
 ROOM_LEVELS = {
     "root": 0,           # microcoder/__init__.py: the version
     "problems": 0,       # the canonical problem format
+    "config_files": 0,   # reading a YAML config file into a mapping
     "problem_sets": 1,   # the generated problem sets (problems only)
     "algorithms": 1,     # pure math (nothing of ours)
     "evaluator": 2,      # the judge: problems, pass@k

@@ -17,8 +17,9 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from microcoder.config_files import read_mapping
 
 PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A finite number above 0."""
@@ -349,12 +350,7 @@ def load_build_config(path: str | Path) -> PipelineConfig:
     """The data config at `path` (YAML), relative paths resolved (see `base_dir`); a
     ValueError naming the file and the field when it is not a valid config."""
     path = Path(path).resolve()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not YAML: {error}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    data = read_mapping(path)
     if "sources" not in data:
         raise ValueError(f"{path}: a data config needs `sources`")
     try:

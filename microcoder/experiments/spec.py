@@ -43,6 +43,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
+from microcoder.config_files import read_mapping
 from microcoder.training.config import TrainConfig, load_config
 
 DEFAULT_METRICS = ["heldout_accuracy", "reward_mean", "response_length_mean", "diversity"]
@@ -264,12 +265,7 @@ def load_spec(path: str | Path, extra: Sequence[str] = (),
     """
     variables = variables or {}
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not YAML: {error}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping, got {type(raw).__name__}")
+    raw = read_mapping(path)
     try:
         spec = ExperimentSpec.model_validate(raw)
     except ValidationError as error:

@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from microcoder.algorithms.masking import DEFAULT_RHO
+from microcoder.config_files import read_mapping
 from microcoder.evaluator.sandbox import DEFAULT_TIME_LIMIT_S
 from microcoder.training.temperature import check_temperature_stages
 
@@ -406,12 +407,7 @@ def _file_values(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     it, layered in order), so that a variant states only what it changes."""
     if file.resolve() in seen:
         raise ValueError(f"{file}: base: loops back to itself ({' -> '.join(map(str, seen))})")
-    try:
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ValueError(f"{file}: not YAML: {error}") from None
-    if not isinstance(loaded, dict):
-        raise ValueError(f"{file}: expected a mapping of config keys, got {type(loaded).__name__}")
+    loaded = read_mapping(file)
     bases = loaded.pop("base", [])
     bases = [bases] if isinstance(bases, str) else bases
     if not isinstance(bases, list) or not all(isinstance(base, str) for base in bases):
