@@ -321,6 +321,9 @@ def experiment_run(
     restore: list[Path] = typer.Option(None, "--restore", help="Published grids (a `report --docs` data folder, "
                                        "e.g. results/experiments/data; repeatable) to take finished runs with the "
                                        "same config from where ROOT lacks them, e.g. on a fresh clone."),
+    require_per_problem: bool = typer.Option(False, "--require-per-problem", help="With --restore: take only "
+                                             "published runs that kept their per-problem held-out files "
+                                             "(heldout_start.json, heldout_end.json) and train the others again."),
 ) -> None:
     """Run every arm x seed of a spec; finished runs are skipped, interrupted ones resumed."""
     from microcoder.experiments.runner import run_experiment
@@ -334,7 +337,7 @@ def experiment_run(
                 raise ValueError(f"--var {item!r}: expected NAME=NUMBER")
             variables[name.strip()] = number
         run_experiment(spec, root, parallel=parallel, extra=tuple(overrides or ()), variables=variables,
-                       restore_from=tuple(restore or ()))
+                       restore_from=tuple(restore or ()), restore_per_problem_only=require_per_problem)
     except (ProblemFormatError, ValueError, FileNotFoundError, FileExistsError) as error:
         _fail(Console(), error)
 

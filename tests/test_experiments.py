@@ -632,6 +632,43 @@ def test_a_fresh_root_restores_a_published_grid_and_its_controls_twins(tmp_path)
         run_experiment(changed, tmp_path / "third", train=refuse, log=lambda line: None, restore_from=(published,))
 
 
+def test_require_per_problem_restores_the_runs_that_kept_their_files_and_trains_the_others(tmp_path):
+    """A grid published before runs kept per-problem held-out files, rerun over sittings: a
+    run (or a twin) without them trains again, one with them comes back from the record."""
+    finish_as_planned(SPEC, tmp_path / "first")
+    for run in (tmp_path / "first" / "tiny" / "base_lr" / "seed-1", tmp_path / "first" / "tiny" / "high_lr" / "seed-0"):
+        for name in ("heldout_start.json", "heldout_end.json"):
+            (run / name).write_text('{"scores": {}}')
+    report_all(tmp_path / "first", docs=tmp_path / "docs")
+    published = tmp_path / "docs" / "data"
+
+    trained = []
+
+    def record(config, resume):  # trains nothing: which runs were asked for is the point
+        trained.append(Path(config.run_dir).relative_to(Path(config.run_dir).parents[2]).as_posix())
+
+    outcomes = run_experiment(SPEC, tmp_path / "fresh", train=record, log=lambda line: None,
+                              restore_from=(published,), restore_per_problem_only=True)
+    assert [(o.arm, o.seed, o.status) for o in outcomes] == [
+        ("base_lr", 0, "started"), ("high_lr", 0, "restored"), ("base_lr", 1, "restored"), ("high_lr", 1, "started")]
+    assert trained == ["tiny/base_lr/seed-0", "tiny/high_lr/seed-1"]
+    for run in ("base_lr/seed-1", "high_lr/seed-0"):
+        assert (tmp_path / "fresh" / "tiny" / run / "heldout_end.json").is_file()
+
+    # Another spec's control has base_lr's config: seed 1's twin kept its files and is
+    # shared; seed 0's did not, so that control trains instead of sharing it.
+    twin_spec = write_spec(tmp_path, name="tiny_twin", findings=[], arms={"control": []})
+    trained.clear()
+    outcomes = run_experiment(twin_spec, tmp_path / "twin", train=record, log=lambda line: None,
+                              restore_from=(published,), restore_per_problem_only=True)
+    assert [o.status for o in outcomes] == ["started", "shared"]
+    assert trained == ["tiny_twin/control/seed-0"]
+
+    # The flag chooses among restored runs, so it needs a folder to restore from.
+    with pytest.raises(ValueError, match="--restore"):
+        run_experiment(SPEC, tmp_path / "other", train=refuse, log=lambda line: None, restore_per_problem_only=True)
+
+
 def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path, monkeypatch):
     """A twin lies at another grid's place, outside the lock of the run restoring it: a second
     runner's copy may land there first. Neither fails, and the place holds one whole copy."""

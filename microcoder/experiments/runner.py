@@ -28,6 +28,10 @@ from any grid (copied to its own place under ROOT and shared as above), when the
 config matches. A restored run holds the published files (config, metrics, summary) and
 restored.yaml naming where they came from; no checkpoint comes with it. The published
 step-0 evaluations (DIR/heldout-start, see share_heldout_start below) come into ROOT's.
+With `restore_per_problem_only` (`--require-per-problem`), a published run (or twin)
+without its per-problem held-out files (heldout_start.json, heldout_end.json) is not
+restored but trained again: a grid published before runs kept them is rerun a few runs per
+sitting, each sitting restoring the runs already rerun (results/experiments/README.md).
 
 A spec with `share_heldout_start: true` gives every run ROOT/heldout-start as its
 heldout_start_cache: the step-0 held-out evaluation of a starting model is made by the
@@ -65,7 +69,7 @@ from pathlib import Path
 import yaml
 
 from microcoder.experiments.analysis import visible_reward_seconds
-from microcoder.experiments.layout import START_CACHE, run_state
+from microcoder.experiments.layout import HELDOUT_FILES, START_CACHE, run_state
 from microcoder.experiments.sharing import (check_finished_runs, config_identity, find_shared_run, record_shared_run,
                                             restore_run, restore_start_cache)
 from microcoder.experiments.spec import arm_phases, load_spec
@@ -230,7 +234,8 @@ class ProgressWatcher:
 def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train: Callable | None = None,
                    log: Callable[[str], None] = print, parallel: int = 1,
                    extra: tuple[str, ...] = (), variables: dict[str, int | float] | None = None,
-                   restore_from: tuple[str | Path, ...] = ()) -> list[RunOutcome]:
+                   restore_from: tuple[str | Path, ...] = (),
+                   restore_per_problem_only: bool = False) -> list[RunOutcome]:
     """Run the grid of `spec_path` under `root`; returns one outcome per arm x seed.
 
     `train(config, resume)` runs one training run in this process (default: `run_training`;
@@ -238,7 +243,8 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     at once in worker processes with the default trainer. `extra`: key=value overrides for
     every arm (after the spec's own, before the arm's); `variables` replace the spec's vars.
     `restore_from`: folders of published grids to take finished runs from, in order (see the
-    module's docstring).
+    module's docstring); with `restore_per_problem_only`, only runs that kept their
+    per-problem held-out files.
     """
     from microcoder.training.run import run_training
 
@@ -247,6 +253,9 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
     if parallel > 1 and train is not None:
         raise ValueError("parallel runs use the default trainer; a custom train() runs in this process")
     published = [Path(folder) for folder in restore_from]
+    if restore_per_problem_only and not published:
+        raise ValueError("--require-per-problem chooses which published runs --restore takes: name a --restore folder")
+    needs = HELDOUT_FILES if restore_per_problem_only else ()
     missing = [source for source in published if not source.is_dir()]
     if missing:  # a mistyped folder would restore nothing and retrain every run
         raise FileNotFoundError(f"--restore {missing[0]}: no such folder of published grids")
@@ -280,7 +289,7 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
         place = None
         for folder in published if state == "fresh" else ():
             with run_lock(run_dir):
-                place = restore_run(folder, Path(root), run_dir, identities[arm, seed])
+                place = restore_run(folder, Path(root), run_dir, identities[arm, seed], needs)
             if place is not None:
                 break
         if place == run_dir:
