@@ -380,8 +380,11 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
     [(_, redrawn)] = report_all(docs / "data" / "pair")  # the published files alone carry the pairing
     assert expected in redrawn.read_text()
     (grid / "b" / "seed-1" / "heldout_end.json").unlink()  # a run that kept none: that seed is left out
-    [(_, fewer)] = report_all(grid)
+    [(_, fewer)] = report_all(grid, docs=docs)
     assert "(1 seeds, 4 problem-results)" in fewer.read_text()
+    # A grid part-way through its rerun: not counted as paired for every seed.
+    assert "0 of the 1 held-out findings have per-problem files for every seed, 1 for some seeds" in (
+        docs / "README.md").read_text()
 
 
 def test_a_record_with_no_grid_says_so_rather_than_keep_a_stale_summary(tmp_path):

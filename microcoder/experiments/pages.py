@@ -175,9 +175,12 @@ def summary_table(rows: list[FindingRow]) -> str:
                      f"{effect_cell(finding, verdict)} | {verdict_cell(verdict)} | {holm_cell(row)} |")
     heldout = [row for row in rows if pairing_cell(row) != "-"]
     paired = [row for row in heldout if row.pairing is not None]
-    lines += ["", f"Paired by problem and seed (each page's last column): {len(paired)} of the {len(heldout)} held-out "
+    whole = [row for row in paired if row.pairing["seeds"] == len(row.differences)]
+    lines += ["", f"Paired by problem and seed (each page's last column): {len(whole)} of the {len(heldout)} held-out "
               "findings have per-problem files for every seed"
-              + (", where the runs kept heldout_start.json and heldout_end.json." if paired else
+              + (f", {len(paired) - len(whole)} for some seeds" if len(paired) > len(whole) else "")
+              + (" (heldout_start.json and heldout_end.json, kept by runs since they were published; a grid "
+                 "published before is rerun to add them)." if paired else
                  "; the published runs predate publishing them, and only a rerun of their grids can add them.")]
     power_rows = [row for row in rows if row.finding.paper_effect is not None and row.verdict.se
                   and row.verdict.verdict in SCORED]
