@@ -43,7 +43,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from microcoder.config_files import read_mapping
+from microcoder.config_files import first_error, read_mapping
 from microcoder.training.config import TrainConfig, load_config
 
 DEFAULT_METRICS = ["heldout_accuracy", "reward_mean", "response_length_mean", "diversity"]
@@ -269,9 +269,8 @@ def load_spec(path: str | Path, extra: Sequence[str] = (),
     try:
         spec = ExperimentSpec.model_validate(raw)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(spec)"
-        raise ValueError(f"{path}: {field}: {first['msg'].removeprefix('Value error, ')}") from None
+        field, message = first_error(error, whole="(spec)")
+        raise ValueError(f"{path}: {field}: {message}") from None
     unknown = [name for name in variables if name not in spec.vars]
     if unknown:
         raise ValueError(f"{path}: vars: --var {unknown[0]}: the spec has no such variable "

@@ -58,6 +58,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from microcoder.config_files import first_error
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
 from microcoder.evaluator.sandbox import ProgramRun, RunStop
 from microcoder.problems import Problem, ProblemFormatError, parse_problem, read_problems
@@ -247,9 +248,7 @@ def validated(model: type[BaseModel], body):
     try:
         return model.model_validate(body)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(body)"
-        message = first["msg"].removeprefix("Value error, ")
+        field, message = first_error(error, whole="(body)")
         raise RequestError(422, field, f"{field}: {message}") from None
 
 

@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from microcoder.algorithms.masking import DEFAULT_RHO
-from microcoder.config_files import read_mapping
+from microcoder.config_files import first_error, read_mapping
 from microcoder.evaluator.sandbox import DEFAULT_TIME_LIMIT_S
 from microcoder.training.temperature import check_temperature_stages
 
@@ -375,10 +375,8 @@ def build_config(values: dict[str, Any]) -> TrainConfig:
     try:
         return TrainConfig.model_validate(values)
     except ValidationError as error:
-        first = error.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or "(config)"
-        message = first["msg"].removeprefix("Value error, ")
-        raise ValueError(message if not first["loc"] else f"{key}: {message}") from None
+        key, message = first_error(error, whole="")
+        raise ValueError(f"{key}: {message}" if key else message) from None
 
 
 def load_config(path: str | Path | Sequence[str | Path] | None = None,
