@@ -70,10 +70,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Literal, get_args
 
 from microcoder.problems import Checker
 
-JUDGE_MODES = ("robust", "strict")
+JudgeMode = Literal["robust", "strict"]
+"""`robust`: our comparison rules; `strict`: LiveCodeBench's."""
+JUDGE_MODES: tuple[str, ...] = get_args(JudgeMode)
 
 DEFAULT_FLOAT_TOLERANCE = 1e-6
 """Absolute-or-relative tolerance for non-integer expected tokens when the checker sets none

@@ -15,11 +15,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
 
 from microcoder.algorithms.pass_at_k import mean_pass_at_k
-from microcoder.evaluator.compare import judge_call, judge_stdout, loads_like_livecodebench
+from microcoder.evaluator.compare import JUDGE_MODES, JudgeMode, judge_call, judge_stdout, loads_like_livecodebench
 from microcoder.evaluator.extract import extract_code
+from microcoder.evaluator.isolation import Isolation
 from microcoder.evaluator.sandbox import (DEFAULT_MEMORY_LIMIT_MB, DEFAULT_OUTPUT_LIMIT_MB, DEFAULT_TIME_LIMIT_S, ProgramRun,
                                          Sandbox, SandboxConfig)
 from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl, time_limit_error
@@ -57,7 +57,7 @@ class EvaluatorConfig:
 
     workers: int = 0
     """Parallel runs; 0 means one per usable core."""
-    mode: Literal["robust", "strict"] = "robust"
+    mode: JudgeMode = "robust"
     """`robust`: our comparison rules; `strict`: LiveCodeBench's, for side-by-side numbers."""
     all_tests: bool = False
     """Run every test even after one fails (slower; gives exact tests_passed)."""
@@ -70,15 +70,15 @@ class EvaluatorConfig:
     """Address-space limit per test when the problem sets none."""
     output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB
     """stdout cap per test; more is `output_limit_exceeded`."""
-    isolation: Literal["auto", "full", "none"] = "auto"
+    isolation: Isolation = "auto"
     """See microcoder.evaluator.sandbox."""
     record_test_cpu: bool = False
     """Fill `EvaluationResult.test_cpu_seconds` (the CPU time of each test run); off by
     default, as it adds one number per test to every result row."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("robust", "strict"):
-            raise ValueError(f"mode must be 'robust' or 'strict', got {self.mode!r}")
+        if self.mode not in JUDGE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(JUDGE_MODES)}, got {self.mode!r}")
         for name in ("time_limit_s", "time_limit_scale"):
             problem = time_limit_error(getattr(self, name))
             if problem:
@@ -276,7 +276,7 @@ class Evaluator:
         """Close the workers; `kill` ends the runs in progress now (Sandbox.close)."""
         self.sandbox.close(kill=kill)
 
-    def judging(self, mode: Literal["robust", "strict"]) -> Evaluator:
+    def judging(self, mode: JudgeMode) -> Evaluator:
         """This evaluator's workers judging in `mode` (no new processes; close the original only)."""
         if mode == self.config.mode:
             return self

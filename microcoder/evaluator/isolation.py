@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,16 @@ def command_succeeds(command: Sequence[str]) -> bool:
         return False
 
 
+Isolation = Literal["auto", "full", "none"]
+ISOLATION_MODES: tuple[str, ...] = get_args(Isolation)
+
 _plans: dict[str, IsolationPlan] = {}
 
 
 def isolation_plan(mode: str = "auto") -> IsolationPlan:
     """Find the strongest isolation this machine allows (cached)."""
-    if mode not in ("auto", "full", "none"):
-        raise ValueError(f"isolation must be 'auto', 'full' or 'none', got {mode!r}")
+    if mode not in ISOLATION_MODES:
+        raise ValueError(f"isolation must be one of {', '.join(ISOLATION_MODES)}, got {mode!r}")
     if mode in _plans:
         return _plans[mode]
     unshare = shutil.which("unshare")

@@ -37,7 +37,7 @@ from typing import Literal
 from microcoder.evaluator._wire import read_message, write_message
 from microcoder.evaluator.cgroups import (CgroupPlan, WorkerCgroups, make_worker_cgroups, retry_unremoved_cgroups,
                                           warn_without_cgroup, worker_cgroup_plan)
-from microcoder.evaluator.isolation import IsolationPlan, isolation_plan
+from microcoder.evaluator.isolation import Isolation, IsolationPlan, isolation_plan
 
 ZYGOTE = Path(__file__).with_name("_zygote.py")
 STATUSES = (
@@ -79,7 +79,7 @@ class SandboxConfig:
 
     workers: int = 0
     """Worker processes (parallel runs); 0 means one per usable core."""
-    isolation: Literal["auto", "full", "none"] = "auto"
+    isolation: Isolation = "auto"
     """`full` fails unless namespaces and uid switching are available; `none` uses neither."""
     hidden_paths: tuple[str, ...] = ()
     """Directories covered with an empty tmpfs in addition to the defaults (see module doc)."""

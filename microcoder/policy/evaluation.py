@@ -45,12 +45,12 @@ from rich.console import Console
 from rich.table import Table
 
 from microcoder.algorithms.pass_at_k import pass_at_k, standard_error
+from microcoder.evaluator.compare import JUDGE_MODES
 from microcoder.policy.generation import GeneratedText, ModelGenerator, ResponseGenerator
 from microcoder.problems import Problem, ProblemFormatError, iter_jsonl
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 NO_LABEL = "(none)"
-JUDGES = ("robust", "strict")
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,8 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem], 
     {"pass@1": float, "stderr": float | None, "problems": int, "samples": int}; lengths
     are ints, ascending.
     """
-    if judge not in JUDGES:
-        raise ValueError(f"judge must be one of {JUDGES}, got {judge!r}")
+    if judge not in JUDGE_MODES:
+        raise ValueError(f"judge must be one of {', '.join(JUDGE_MODES)}, got {judge!r}")
     if any(row.verdict_of(judge) is None for row in rows):
         raise ValueError(f"some rows have no {judge} verdict")
     by_length: dict[int, list[ResultRow]] = defaultdict(list)

@@ -47,7 +47,6 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Literal
 
 import uvicorn
 from fastapi import Depends, FastAPI, Request
@@ -60,6 +59,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from microcoder.config_files import first_error
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
+from microcoder.evaluator.compare import JudgeMode
 from microcoder.evaluator.sandbox import ProgramRun, RunStop
 from microcoder.problems import Problem, ProblemFormatError, parse_problem, read_problems
 from microcoder.service.config import ServeConfig
@@ -113,7 +113,7 @@ class EvaluateRequest(BaseModel):
     samples: list[SampleIn] = Field(min_length=1)
     problems: list[dict] = Field(default_factory=list)
     """Canonical problems (docs/formats.md), validated as the problems file is."""
-    mode: Literal["robust", "strict"] | None = None
+    mode: JudgeMode | None = None
     """Comparison rules; the server's --mode when absent."""
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from microcoder.evaluator.compare import JUDGE_MODES, JudgeMode
 from microcoder.evaluator.sandbox import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
 
 
@@ -24,7 +24,7 @@ class ServeConfig:
     """When set, /run_code and /evaluate need `Authorization: Bearer <token>`."""
     problems: Path | None = None
     """Canonical problems JSONL loaded at start; /evaluate samples may name its ids."""
-    mode: Literal["robust", "strict"] = "robust"
+    mode: JudgeMode = "robust"
     """/evaluate's comparison rules when a request names none."""
     queue_limit: int = 1024
     """Runs (/run_code) plus samples (/evaluate) admitted at once, running or waiting;
@@ -51,8 +51,8 @@ class ServeConfig:
     get 503) before they are answered 503 and the workers killed."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("robust", "strict"):
-            raise ValueError(f"mode must be 'robust' or 'strict', got {self.mode!r}")
+        if self.mode not in JUDGE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(JUDGE_MODES)}, got {self.mode!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0-65535, got {self.port}")
         for name in ("queue_limit", "max_body_mb", "time_limit_s", "memory_limit_mb", "max_run_timeout_s",

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from microcoder.algorithms.masking import DEFAULT_RHO
 from microcoder.config_files import first_error, read_mapping
+from microcoder.evaluator.compare import JudgeMode
 from microcoder.evaluator.sandbox import DEFAULT_TIME_LIMIT_S
 from microcoder.training.temperature import check_temperature_stages
 
@@ -176,7 +177,7 @@ class TrainConfig(BaseModel):
     """CPU seconds per test when a problem sets none."""
     reward_time_limit_scale: float = 1.0
     """Multiplies every test's CPU limit (the problem's, else reward_time_limit_s); > 1 on a machine slower than the one the limits were measured on."""
-    reward_judge_mode: Literal["robust", "strict"] = "robust"
+    reward_judge_mode: JudgeMode = "robust"
     """How the reward judges output: "robust" (our comparison rules) or "strict" (LiveCodeBench's grader; the evaluator aspect's weaker reward). Held-out accuracy is always judged robustly."""
     reward_mode: Literal["binary", "fraction", "fraction_pow"] = "binary"
     """What a judged program earns: "binary" 1 if it passes every test, else 0 (the paper); "fraction" tests passed / tests (verl's sandbox reward); "fraction_pow" (passed / tests) ** reward_pow (Skywork-OR1). The fraction modes run every test of a problem instead of stopping at the first failure. Accuracy, the truncation mask and held-out accuracy stay pass/fail; DAPO's group filter compares this reward (docs/training.md, "Reward modes, test budget, verdict cache")."""
