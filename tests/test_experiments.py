@@ -936,3 +936,21 @@ def test_the_detectable_effects_and_powers_quoted_are_the_reports():
     detectable = sorted(round(row.verdict.mde, 3) for row in main)
     assert (f"({paper[0]:.3f}-{paper[-1]:.3f}) are below what 5 seeds detect there "
             f"({detectable[0]:.3f}-{detectable[-1]:.3f})") in " ".join(front.split())
+
+
+def test_compare_runs_counts_a_reruns_non_timing_values_equal_close_or_different(tmp_path):
+    """scripts/compare_runs.py, the check behind the record's reproduced-rerun counts."""
+    first, second = tmp_path / "published", tmp_path / "rerun"
+    for run, rows in ((first, [{"step": 1, "reward_mean": 0.5, "loss": 0.1, "seconds_rollout": 3.0},
+                               {"step": 2, "reward_mean": 0.25, "heldout_accuracy": 0.5}]),
+                      (second, [{"step": 1, "reward_mean": 0.5, "loss": 0.10000001, "seconds_rollout": 9.0},
+                                {"step": 2, "reward_mean": 0.3, "heldout_accuracy": 0.75, "extra": 1}])):
+        run.mkdir()
+        (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    script = Path(__file__).parents[1] / "scripts" / "compare_runs.py"
+    out = subprocess.run([sys.executable, str(script), str(first), str(second)], capture_output=True, text=True,
+                         check=True).stdout
+    # step 1: reward equal, loss within 1e-4, the timing key ignored; step 2: reward and
+    # held-out differ, `extra` only in the rerun.
+    assert out.splitlines()[-1] == "1 pairs: 1 equal, 1 close, 2 different, 1 missing (non-timing values; close: within 0.0001)"
+    assert "  step 2 heldout_accuracy: 0.5 vs 0.75" in out.splitlines()
