@@ -375,6 +375,8 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
                 "inconclusive |")
     assert expected in report.read_text() and expected in (docs / "pair.md").read_text()
     assert "1 of the 1 held-out findings have per-problem files" in (docs / "README.md").read_text()
+    assert ("The paired test calls 1 of the 1 otherwise than the seeds' test (pair: heldout_accuracy: a - b at last)"
+            in (docs / "README.md").read_text())
     published = docs / "data" / "pair" / "a" / "seed-1"
     assert (published / "heldout_start.json").is_file() and (published / "heldout_end.json").is_file()
     [(_, redrawn)] = report_all(docs / "data" / "pair")  # the published files alone carry the pairing

@@ -182,6 +182,13 @@ def summary_table(rows: list[FindingRow]) -> str:
               + (" (heldout_start.json and heldout_end.json, kept by runs since they were published; a grid "
                  "published before is rerun to add them)." if paired else
                  "; the published runs predate publishing them, and only a rerun of their grids can add them.")]
+    if paired:
+        other = [row for row in paired if row.verdict.verdict in SCORED and row.pairing["call"] != row.verdict.verdict]
+        lines[-1] += (f" The paired test calls {len(other)} of the {len(paired)} otherwise than the seeds' test"
+                      + (f" ({', '.join(f'{row.spec.name}: {row.finding.label}' for row in other)})" if other else "")
+                      + "; the verdict is the seeds' test's, as the pairing holds the seeds fixed (it says whether a "
+                        "difference at these seeds is beyond problem-sampling noise, not whether training would "
+                        "repeat it).")
     power_rows = [row for row in rows if row.finding.paper_effect is not None and row.verdict.se
                   and row.verdict.verdict in SCORED]
     if power_rows:
