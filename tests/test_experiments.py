@@ -387,6 +387,9 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
     # A grid part-way through its rerun: not counted as paired for every seed.
     assert "0 of the 1 held-out findings have per-problem files for every seed, 1 for some seeds" in (
         docs / "README.md").read_text()
+    (grid / "b" / "seed-0" / "heldout_end.json").unlink()  # a's runs have theirs, no seed of b does
+    [(_, none)] = report_all(grid)
+    assert "| per-problem files for some runs, but no seed has them for every arm compared |" in none.read_text()
 
 
 def test_a_record_with_no_grid_says_so_rather_than_keep_a_stale_summary(tmp_path):
@@ -674,6 +677,26 @@ def test_require_per_problem_restores_the_runs_that_kept_their_files_and_trains_
         run_experiment(SPEC, tmp_path / "other", train=refuse, log=lambda line: None, restore_per_problem_only=True)
 
 
+def test_publishing_a_grid_redraws_the_published_grids_that_share_its_runs(tmp_path):
+    """A control shared by two grids lives in one: republishing that grid (a rerun) changes
+    the other's numbers too, so its page is redrawn from the record with it."""
+    root, docs = tmp_path / "runs", tmp_path / "docs"
+    finish_as_planned(SPEC, root)
+    twin_spec = write_spec(tmp_path, name="tiny_twin", findings=[], arms={"control": []})
+    assert [o.status for o in run_experiment(twin_spec, root, train=refuse, log=lambda line: None)] == ["shared"] * 2
+    report_all(root, docs=docs)
+    assert "| control | response_length_mean | 10.500 +- 0.500 |" in (docs / "tiny_twin.md").read_text()
+    for seed in (0, 1):  # the rerun of the control's runs logs other lengths
+        metrics = root / "tiny" / "base_lr" / f"seed-{seed}" / "metrics.jsonl"
+        rows = [{**json.loads(line), "response_length_mean": 10.0} for line in metrics.read_text().splitlines()]
+        metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report_all(root / "tiny", docs=docs)  # the grid that holds the control, alone
+    twin_page = (docs / "tiny_twin.md").read_text()
+    assert "| control | response_length_mean | 10.000 +- 0.000 |" in twin_page
+    [(_, regenerated)] = report_all(docs / "data" / "tiny_twin")
+    assert regenerated.read_text().split("## Numbers\n", 1)[1].strip() in twin_page
+
+
 def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path, monkeypatch):
     """A twin lies at another grid's place, outside the lock of the run restoring it: a second
     runner's copy may land there first. Neither fails, and the place holds one whole copy."""
@@ -919,8 +942,8 @@ def test_the_detectable_effects_and_powers_quoted_are_the_reports():
     rows = published_rows(DOCS / "data")
     readme = GENERATED.sub("", (DOCS / "README.md").read_text())
     front = GENERATED.sub("", (DOCS.parents[1] / "README.md").read_text())
-    table = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in readme.splitlines()
-             if line.startswith("| ") and line.count("|") == 7 and not line.startswith("| spec")}
+    cost_table = readme.split("\n| spec | arms x seeds", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    table = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in cost_table}
     for name, quoted in table.items():
         effects = sorted(round(row.verdict.mde, 3) for row in rows if row.spec.name == name
                          and row.finding.metric.startswith("heldout_accuracy") and row.verdict.verdict in SCORED)

@@ -135,6 +135,12 @@ def finding_result(finding: Finding, runs: dict[str, dict[int, list[dict]]]) -> 
     return verdict, differences
 
 
+def pairable(finding: Finding) -> bool:
+    """Whether a finding is of the kind problem_paired analyses: held-out accuracy at the
+    end (or its change from step 0)."""
+    return finding.metric.startswith("heldout_accuracy") and finding.at == "last" and finding.baseline == 0
+
+
 def problem_paired(finding: Finding, scores: dict[str, dict[int, dict[str, dict]]]) -> dict | None:
     """The paired-by-problem-and-seed analysis of a held-out finding read at its last
     evaluation (from step 0 for a change), from per-problem scores (arm -> problem_scores):
@@ -146,7 +152,7 @@ def problem_paired(finding: Finding, scores: dict[str, dict[int, dict[str, dict]
     which problems were drawn, so it says whether a difference at these seeds is beyond
     problem-sampling noise, not whether training would repeat it. None when the finding is
     not of that kind or no seed has both sides' files."""
-    if not finding.metric.startswith("heldout_accuracy") or finding.at != "last" or finding.baseline != 0:
+    if not pairable(finding):
         return None
     first = scores.get(finding.arms[0], {})
     second = scores.get(finding.arms[1], {}) if len(finding.arms) == 2 else None

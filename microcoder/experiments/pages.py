@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from microcoder.experiments.analysis import TIME_SPLIT, arm_curve, mean_and_error, paired_change, tail_mean
+from microcoder.experiments.analysis import TIME_SPLIT, arm_curve, mean_and_error, pairable, paired_change, tail_mean
 from microcoder.experiments.findings import FindingRow, scored_count
 from microcoder.experiments.layout import GridRuns
 from microcoder.experiments.spec import Finding
@@ -49,12 +49,12 @@ def effect_cell(finding: Finding, verdict: Verdict) -> str:
 def pairing_cell(row: FindingRow) -> str:
     """The paired-by-problem-and-seed analysis of a held-out finding, and whether it would
     change the verdict; "-" for a finding of another kind."""
-    finding = row.finding
-    if not finding.metric.startswith("heldout_accuracy") or finding.at != "last" or finding.baseline != 0:
+    if not pairable(row.finding):
         return "-"
     pairing = row.pairing
     if pairing is None:
-        return "no per-problem files published" if not row.problem_files else "-"
+        return ("no per-problem files published" if not row.problem_files else
+                "per-problem files for some runs, but no seed has them for every arm compared")
     same = row.verdict.verdict not in SCORED or pairing["call"] == row.verdict.verdict
     return (f"{signed(pairing['mean'])} +- {pairing['se']:.3f} ({pairing['seeds']} seeds, {pairing['problems']} "
             f"problem-results), p {pairing['p']:.3f}: {pairing['call']}"
@@ -173,7 +173,7 @@ def summary_table(rows: list[FindingRow]) -> str:
         lines.append(f"| [{spec.name}]({spec.name}.md) | {finding.claim} | {finding.label} | "
                      f"{mean_cell(verdict)} ({verdict.n}) | {test_cell(verdict)} | {mde} | "
                      f"{effect_cell(finding, verdict)} | {verdict_cell(verdict)} | {holm_cell(row)} |")
-    heldout = [row for row in rows if pairing_cell(row) != "-"]
+    heldout = [row for row in rows if pairable(row.finding)]
     paired = [row for row in heldout if row.pairing is not None]
     whole = [row for row in paired if row.pairing["seeds"] == len(row.differences)]
     lines += ["", f"Paired by problem and seed (each page's last column): {len(whole)} of the {len(heldout)} held-out "

@@ -161,6 +161,22 @@ def publish_summary(docs: Path) -> Path:
     return readme
 
 
+def grids_sharing(data: Path, names: set[str]) -> list[Path]:
+    """The published grids under `data` (DOCS/data), other than those named, with a shared
+    run that lives in one of the grids named."""
+    found = []
+    for spec_path in sorted(data.glob("*/spec.yaml")):
+        grid = spec_path.parent
+        if grid.name in names:
+            continue
+        for record in grid.glob(f"*/seed-*/{SHARED_FILE}"):
+            target = shared_target(record.parent)
+            if target is not None and target.relative_to(data).parts[0] in names:
+                found.append(grid)
+                break
+    return found
+
+
 def publish_start_cache(grid: Path, target: Path) -> None:
     """Copy every step-0 held-out evaluation in the cache folders the grid's runs read from
     (their heldout_start_cache; one folder is shared by the grids of a runs root, so others'

@@ -22,7 +22,8 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   progress); verdicts read finished runs alone.
 
 With `docs`, each grid is also published into the record DOCS (publish.py): the only
-writer of the record, and of nothing outside it.
+writer of the record, and of nothing outside it. A grid already in the record whose shared
+runs live in a grid just published is redrawn from the record, so its page reads them.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from microcoder.experiments.figures import draw_figure
 from microcoder.experiments.findings import finding_rows
 from microcoder.experiments.layout import config_values, grid_runs, load_grid_spec, seed_runs
 from microcoder.experiments.pages import numbers_page, verdicts_text
-from microcoder.experiments.publish import publish, publish_summary
+from microcoder.experiments.publish import grids_sharing, publish, publish_summary
 
 
 def report_grid(grid: Path) -> tuple[Path, Path]:
@@ -83,5 +84,9 @@ def report_all(root: str | Path, docs: str | Path | None = None) -> list[tuple[P
         if docs is not None:
             publish(grid, Path(docs))
     if docs is not None:
+        # A published grid whose shared runs live in one just published reports them anew.
+        for other in grids_sharing(Path(docs) / "data", {load_grid_spec(grid).name for grid in grids}):
+            report_grid(other)
+            publish(other, Path(docs))
         publish_summary(Path(docs))
     return outputs
