@@ -1,6 +1,7 @@
 """Reading a YAML config file into a mapping (the one reader of the training, data and
 experiment configs, whose errors name the file), and the first error of validating one
-(first_error: the field and message every config, problem and request error names)."""
+(first_error: the field and message the training config's, the experiment specs' and the
+service requests' errors name)."""
 
 from __future__ import annotations
 

@@ -671,6 +671,11 @@ def test_require_per_problem_restores_the_runs_that_kept_their_files_and_trains_
                               restore_from=(published,), restore_per_problem_only=True)
     assert [o.status for o in outcomes] == ["started", "shared"]
     assert trained == ["tiny_twin/control/seed-0"]
+    # Nor is a finished run under ROOT without them (the first root's base_lr/seed-0).
+    trained.clear()
+    outcomes = run_experiment(twin_spec, tmp_path / "first", train=record, log=lambda line: None,
+                              restore_from=(published,), restore_per_problem_only=True)
+    assert [o.status for o in outcomes] == ["started", "shared"] and trained == ["tiny_twin/control/seed-0"]
 
     # The flag chooses among restored runs, so it needs a folder to restore from.
     with pytest.raises(ValueError, match="--restore"):
@@ -695,6 +700,15 @@ def test_publishing_a_grid_redraws_the_published_grids_that_share_its_runs(tmp_p
     assert "| control | response_length_mean | 10.000 +- 0.000 |" in twin_page
     [(_, regenerated)] = report_all(docs / "data" / "tiny_twin")
     assert regenerated.read_text().split("## Numbers\n", 1)[1].strip() in twin_page
+
+    # The control moved: in the record, the run a shared record names is itself one (its grid
+    # was published from a root where it shared the other way). Publishing names the pair.
+    control = docs / "data" / "tiny" / "base_lr" / "seed-0"
+    shutil.rmtree(control)
+    control.mkdir()
+    (control / "shared.yaml").write_text(yaml.safe_dump({"run": "tiny_twin/control/seed-0"}))
+    with pytest.raises(ValueError, match=r"tiny_twin/control/seed-0 -> tiny/base_lr/seed-0 \(a shared record itself\)"):
+        report_all(root / "tiny_twin", docs=docs)
 
 
 def test_two_runners_restoring_the_same_twin_at_once_both_read_it_whole(tmp_path, monkeypatch):

@@ -179,8 +179,8 @@ def summary_table(rows: list[FindingRow]) -> str:
     lines += ["", f"Paired by problem and seed (each page's last column): {len(whole)} of the {len(heldout)} held-out "
               "findings have per-problem files for every seed"
               + (f", {len(paired) - len(whole)} for some seeds" if len(paired) > len(whole) else "")
-              + (" (heldout_start.json and heldout_end.json, kept by runs since they were published; a grid "
-                 "published before is rerun to add them)." if paired else
+              + (" (heldout_start.json and heldout_end.json; a grid whose runs lack them gets them by a rerun)."
+                 if paired else
                  "; the published runs predate publishing them, and only a rerun of their grids can add them.")]
     if paired:
         other = [row for row in paired if row.verdict.verdict in SCORED and row.pairing["call"] != row.verdict.verdict]

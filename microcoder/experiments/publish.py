@@ -171,10 +171,26 @@ def grids_sharing(data: Path, names: set[str]) -> list[Path]:
             continue
         for record in grid.glob(f"*/seed-*/{SHARED_FILE}"):
             target = shared_target(record.parent)
-            if target is not None and target.relative_to(data).parts[0] in names:
+            if target is not None and target.is_relative_to(data) and target.relative_to(data).parts[0] in names:
                 found.append(grid)
                 break
     return found
+
+
+def check_shared_records(data: Path) -> None:
+    """ValueError naming every shared record under `data` (DOCS/data) whose run is missing or
+    is itself a shared record: a grid published whose twin's grid was rerun at its own place
+    (the shared control moved), which publishing that other grid too resolves."""
+    broken = []
+    for record in sorted(data.glob(f"*/*/seed-*/{SHARED_FILE}")):
+        target = shared_target(record.parent)
+        if not (target / METRICS_FILE).is_file():
+            problem = "a shared record itself" if (target / SHARED_FILE).is_file() else "not published"
+            broken.append(f"{record.parent.relative_to(data).as_posix()} -> "
+                          f"{target.relative_to(data).as_posix() if target.is_relative_to(data) else target} ({problem})")
+    if broken:
+        raise ValueError(f"{data}: shared runs that do not lead to a run: {'; '.join(broken)}. Publish the grids "
+                         "they name from the same runs root as the grids that share them")
 
 
 def publish_start_cache(grid: Path, target: Path) -> None:

@@ -35,7 +35,7 @@ from microcoder.experiments.figures import draw_figure
 from microcoder.experiments.findings import finding_rows
 from microcoder.experiments.layout import config_values, grid_runs, load_grid_spec, seed_runs
 from microcoder.experiments.pages import numbers_page, verdicts_text
-from microcoder.experiments.publish import grids_sharing, publish, publish_summary
+from microcoder.experiments.publish import check_shared_records, grids_sharing, publish, publish_summary
 
 
 def report_grid(grid: Path) -> tuple[Path, Path]:
@@ -84,6 +84,7 @@ def report_all(root: str | Path, docs: str | Path | None = None) -> list[tuple[P
         if docs is not None:
             publish(grid, Path(docs))
     if docs is not None:
+        check_shared_records(Path(docs) / "data")
         # A published grid whose shared runs live in one just published reports them anew.
         for other in grids_sharing(Path(docs) / "data", {load_grid_spec(grid).name for grid in grids}):
             report_grid(other)

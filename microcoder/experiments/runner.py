@@ -30,8 +30,9 @@ restored.yaml naming where they came from; no checkpoint comes with it. The publ
 step-0 evaluations (DIR/heldout-start, see share_heldout_start below) come into ROOT's.
 With `restore_per_problem_only` (`--require-per-problem`), a published run (or twin)
 without its per-problem held-out files (heldout_start.json, heldout_end.json) is not
-restored but trained again: a grid published before runs kept them is rerun a few runs per
-sitting, each sitting restoring the runs already rerun (results/experiments/README.md).
+restored but trained again, and no run under ROOT without them is shared: a grid whose
+published runs lack the files gets them by a rerun a few runs per sitting, each sitting
+starting from a fresh ROOT that restores the runs already rerun (results/experiments/README.md).
 
 A spec with `share_heldout_start: true` gives every run ROOT/heldout-start as its
 heldout_start_cache: the step-0 held-out evaluation of a starting model is made by the
@@ -298,7 +299,7 @@ def run_experiment(spec_path: str | Path, root: str | Path = DEFAULT_ROOT, train
             continue
         if state == "fresh":
             identity = identities[arm, seed]
-            target = find_shared_run(Path(root), identity, run_dir)
+            target = find_shared_run(Path(root), identity, run_dir, needs)
             if target is not None:
                 with run_lock(run_dir):
                     if run_dir.exists():
