@@ -55,13 +55,18 @@ def run_identity(run_dir: Path, spec: ExperimentSpec) -> str | None:
     return config_identity(yaml.safe_load(config_path.read_text(encoding="utf-8")), spec.arms[arm].then)
 
 
+def holds(run_dir: Path, names: tuple[str, ...]) -> bool:
+    """Whether the run folder has every file named in `names`."""
+    return all((run_dir / name).is_file() for name in names)
+
+
 def find_shared_run(root: Path, identity: str, exclude: Path | None, needs: tuple[str, ...] = ()) -> Path | None:
     """A finished run of its own under `root` (any grid) whose identity is `identity` and
     that holds every file named in `needs`."""
     for config_path in sorted(root.glob("*/*/seed-*/config.yaml")):
         run_dir = config_path.parent
         if (run_dir == exclude or shared_target(run_dir) is not None or run_state(run_dir) != "finished"
-                or not all((run_dir / name).is_file() for name in needs)):
+                or not holds(run_dir, needs)):
             continue
         try:
             spec = load_grid_spec(run_dir.parents[1])
@@ -106,7 +111,7 @@ def restore_run(published: Path, root: Path, run_dir: Path, identity: str, needs
     or its place is taken)."""
     candidate = published / run_dir.relative_to(root)
     own = ((candidate / "config.yaml").is_file() and shared_target(candidate) is None
-           and run_state(candidate) == "finished" and all((candidate / name).is_file() for name in needs)
+           and run_state(candidate) == "finished" and holds(candidate, needs)
            and run_identity(candidate, load_grid_spec(candidate.parents[1])) == identity)
     source = candidate if own else find_shared_run(published, identity, exclude=None, needs=needs)
     if source is None:
