@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig
+from microcoder.policy.generation import eos_token_ids
+from microcoder.policy.model import tiny_model_and_tokenizer
 from microcoder.training.config import load_config
 from microcoder.training.reward import ScoredBatch
 from microcoder.training.run import build_trainer
@@ -124,6 +126,29 @@ def test_mask_all_masks_every_truncated_response_and_drops_its_tokens(tmp_path, 
     assert decided.loss_keep.tolist() == not_truncated  # tokens leave the loss and its normaliser
     assert decided.mask.masked_fraction == decided.mask.truncated_fraction == 6 / 8
     assert decided.mask.qualifying_fraction == 2 / 8  # what the conditional mask could mask
+
+
+def test_every_end_token_of_the_generation_config_finishes_a_response(tmp_path, evaluator):
+    """A response that reaches the limit on an end token the model's generation config names
+    (besides the tokenizer's EOS) is finished, not truncated: the ids vLLM stops on, so that
+    training on vLLM's samples marks what held-out on vLLM reads from finish_reason
+    (tests/test_vllm_generation.py checks the engine's side)."""
+    model, tokenizer = tiny_model_and_tokenizer(0)
+    other = 7
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, other]
+    config = load_config(CONFIGS / "microcoder-tiny.yaml",
+                         [f"run_dir={tmp_path}", f"max_new_tokens={L}", "repetition_m=4", "truncation_mask_rho=1.0"])
+    trainer = build_trainer(config, tmp_path, model, tokenizer, problems=tiny_problems(), evaluator=evaluator)
+    assert sorted(trainer.eos_token_ids) == sorted(eos_token_ids(model, tokenizer))
+    rows = [list(range(100, 100 + L - 1)) + [other],                 # L tokens, the last the config's end token
+            list(range(200, 200 + L - 1)) + [tokenizer.eos_token_id],  # L tokens, the last the tokenizer's EOS
+            list(range(300, 300 + L)),                                # cut at the limit
+            [1, 2, other]]                                            # ended early
+    scored = ScoredBatch(verdicts=["accepted", "wrong_answer", "accepted", "wrong_answer"],
+                         correct=[1.0, 0.0, 1.0, 0.0], rewards=[1.0, 0.0, 1.0, 0.0], completion_ids=rows, seconds=0.0)
+    decided = trainer.compute_advantages(scored)
+    assert decided.truncated.tolist() == [False, False, True, False]
+    assert decided.mask.keep.tolist() == [1.0, 1.0, 0.0, 1.0]  # only the cut, correct response is masked
 
 
 def test_a_program_before_a_cut_off_example_is_judged(tmp_path, evaluator):

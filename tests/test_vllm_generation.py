@@ -8,6 +8,7 @@ default tiny model's 16), saved to disk, in float32 on both sides.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -15,8 +16,9 @@ pytest.importorskip("vllm", reason="vLLM is not installed here: scripts/test_vll
 
 import torch  # noqa: E402
 
+from microcoder.algorithms.masking import is_truncated  # noqa: E402
 from microcoder.policy.evaluation import ModelEvalConfig, evaluate_model  # noqa: E402
-from microcoder.policy.generation import generate  # noqa: E402
+from microcoder.policy.generation import eos_token_ids, generate  # noqa: E402
 from microcoder.policy.model import load_model_and_tokenizer, save_tiny_model  # noqa: E402
 from microcoder.policy.prompts import render_prompt  # noqa: E402
 from tests.training_support import tiny_problems  # noqa: E402
@@ -68,6 +70,40 @@ def test_n_samples_at_a_temperature_are_seeded_and_cover_the_limit(tiny):
         for sample in group:  # no EOS in 12 tokens: truncated at the limit
             assert sample.truncated == (len(sample.token_ids) == 12)
             assert sample.text == tokenizer.decode(sample.token_ids, skip_special_tokens=True)
+
+
+def test_vllm_and_the_trainer_mark_the_same_responses_truncated(tmp_path):
+    """Held-out on vLLM reads finish_reason "length"; the trainer applies masking.is_truncated
+    to the tokens with the model's end tokens, generation.eos_token_ids (tests/test_training_mask.py
+    checks that the trainer's set is that one). The two agree on a response cut at the
+    limit, one whose EOS is the limit's last token (finished), and one that ended before.
+
+    The EOS is a token that a seeded sample reaches at position 5 (a random model's greedy
+    answer repeats one token), made an end token in a copy of the checkpoint's generation
+    config: what vLLM reads from disk at start and the trainer from the loaded model."""
+    first = save_tiny_model(tmp_path / "tiny", 1, hidden_size=256)
+    model, tokenizer = load_model_and_tokenizer(str(first))
+    prompt = prompts_of(tokenizer, 1)
+    free = generate(model, tokenizer, prompt, n=1, max_new_tokens=16, temperature=1.0, seed=3, backend="vllm")[0][0]
+    assert len(free.token_ids) == 16 and free.truncated
+    position = 5
+    stop = free.token_ids[position]
+    assert stop not in free.token_ids[:position] and stop not in tokenizer.all_special_ids
+    copy = tmp_path / "tiny-stop"
+    shutil.copytree(first, copy)
+    settings = copy / "generation_config.json"
+    config = json.loads(settings.read_text()) if settings.is_file() else {}
+    config["eos_token_id"] = [tokenizer.eos_token_id, stop]
+    settings.write_text(json.dumps(config))
+    model, tokenizer = load_model_and_tokenizer(str(copy))
+    ends = eos_token_ids(model, tokenizer)
+    assert stop in ends
+    for limit, length, truncated in ((position, position, True), (position + 1, position + 1, False),
+                                     (position + 4, position + 1, False)):
+        sample = generate(model, tokenizer, prompt, n=1, max_new_tokens=limit, temperature=1.0, seed=3,
+                          backend="vllm")[0][0]
+        assert sample.token_ids == free.token_ids[:length], limit  # same draws, stopped at the EOS or the limit
+        assert sample.truncated == is_truncated(sample.token_ids, limit, ends) == truncated, limit
 
 
 def test_eval_model_runs_through_vllm(tiny, tmp_path):
