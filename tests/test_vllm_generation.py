@@ -8,7 +8,6 @@ default tiny model's 16), saved to disk, in float32 on both sides.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -21,6 +20,7 @@ from microcoder.policy.evaluation import ModelEvalConfig, evaluate_model  # noqa
 from microcoder.policy.generation import eos_token_ids, generate  # noqa: E402
 from microcoder.policy.model import load_model_and_tokenizer, save_tiny_model  # noqa: E402
 from microcoder.policy.prompts import render_prompt  # noqa: E402
+from microcoder.policy.vllm_engine import vllm_engine  # noqa: E402
 from tests.training_support import tiny_problems  # noqa: E402
 
 pytestmark = pytest.mark.slow  # starts a vLLM engine (~20 s)
@@ -72,17 +72,16 @@ def test_n_samples_at_a_temperature_are_seeded_and_cover_the_limit(tiny):
             assert sample.text == tokenizer.decode(sample.token_ids, skip_special_tokens=True)
 
 
-def test_vllm_and_the_trainer_mark_the_same_responses_truncated(tmp_path):
-    """Held-out on vLLM reads finish_reason "length"; the trainer applies masking.is_truncated
-    to the tokens with the model's end tokens, generation.eos_token_ids (tests/test_training_mask.py
-    checks that the trainer's set is that one). The two agree on a response cut at the
-    limit, one whose EOS is the limit's last token (finished), and one that ended before.
+def test_vllm_stops_and_reports_truncation_as_the_trainer_rule_marks_it(tiny, tmp_path):
+    """`generate` and held-out on vLLM mark truncation by the trainer's rule (masking.is_truncated
+    over generation.eos_token_ids, `from_vllm`); the engine must stop where that rule expects
+    and its own finish_reason ("length") must agree: on a response cut at the limit, one
+    whose end token is the limit's last token (finished), and one that ended before.
 
-    The EOS is a token that a seeded sample reaches at position 5 (a random model's greedy
-    answer repeats one token), made an end token in a copy of the checkpoint's generation
-    config: what vLLM reads from disk at start and the trainer from the loaded model."""
-    first = save_tiny_model(tmp_path / "tiny", 1, hidden_size=256)
-    model, tokenizer = load_model_and_tokenizer(str(first))
+    The end token is one a seeded sample reaches at position 5 (a random model's greedy
+    answer repeats one token), added to the generation config of a copy of the model: what
+    vLLM reads from disk at start and the trainer from the loaded model."""
+    model, tokenizer = tiny
     prompt = prompts_of(tokenizer, 1)
     free = generate(model, tokenizer, prompt, n=1, max_new_tokens=16, temperature=1.0, seed=3, backend="vllm")[0][0]
     assert len(free.token_ids) == 16 and free.truncated
@@ -90,7 +89,8 @@ def test_vllm_and_the_trainer_mark_the_same_responses_truncated(tmp_path):
     stop = free.token_ids[position]
     assert stop not in free.token_ids[:position] and stop not in tokenizer.all_special_ids
     copy = tmp_path / "tiny-stop"
-    shutil.copytree(first, copy)
+    model.save_pretrained(copy)  # the weights in memory (an earlier test changed them), as `free` sampled them
+    tokenizer.save_pretrained(copy)
     settings = copy / "generation_config.json"
     config = json.loads(settings.read_text()) if settings.is_file() else {}
     config["eos_token_id"] = [tokenizer.eos_token_id, stop]
@@ -98,12 +98,15 @@ def test_vllm_and_the_trainer_mark_the_same_responses_truncated(tmp_path):
     model, tokenizer = load_model_and_tokenizer(str(copy))
     ends = eos_token_ids(model, tokenizer)
     assert stop in ends
+    engine = vllm_engine(str(copy), dtype=model.dtype, max_model_len=model.config.max_position_embeddings, seed=3)
+    ids = [tokenizer(prompt[0], add_special_tokens=False)["input_ids"]]
     for limit, length, truncated in ((position, position, True), (position + 1, position + 1, False),
                                      (position + 4, position + 1, False)):
-        sample = generate(model, tokenizer, prompt, n=1, max_new_tokens=limit, temperature=1.0, seed=3,
-                          backend="vllm")[0][0]
-        assert sample.token_ids == free.token_ids[:length], limit  # same draws, stopped at the EOS or the limit
-        assert sample.truncated == is_truncated(sample.token_ids, limit, ends) == truncated, limit
+        sampled = engine.generate(ids, n=1, max_new_tokens=limit, temperature=1.0, seed=3)[0][0]
+        assert sampled.token_ids == free.token_ids[:length], limit  # same draws, stopped at the end token or the limit
+        assert sampled.truncated == is_truncated(sampled.token_ids, limit, ends) == truncated, limit
+        ours = generate(model, tokenizer, prompt, n=1, max_new_tokens=limit, temperature=1.0, seed=3, backend="vllm")
+        assert (ours[0][0].token_ids, ours[0][0].truncated) == (sampled.token_ids, truncated), limit
 
 
 def test_eval_model_runs_through_vllm(tiny, tmp_path):

@@ -40,6 +40,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from microcoder.algorithms.masking import is_truncated
 from microcoder.policy.prompts import render_prompt
 from microcoder.problems import Problem
 
@@ -268,7 +269,14 @@ def _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, to
     engine.load_weights(model)  # the weights in memory, not the checkpoint's: a trained model samples as trained
     groups = engine.generate(ids, n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                              seed=seed)
-    eos = set(eos_token_ids(model, tokenizer))
-    # vLLM stops at the checkpoint's EOS ids; a response is truncated when it has none of ours.
-    return [[GeneratedText(sample.token_ids, sample.text, not (sample.token_ids and sample.token_ids[-1] in eos))
+    return from_vllm(groups, max_new_tokens, eos_token_ids(model, tokenizer))
+
+
+def from_vllm(groups, max_new_tokens: int, eos_ids: Sequence[int]) -> list[list[GeneratedText]]:
+    """vLLM's samples (`vllm_engine.Sampled`) as `GeneratedText`, truncated by the trainer's
+    rule (`masking.is_truncated` over `eos_ids`), so that a response counts as truncated on
+    the same terms in training, held-out and eval-model. vLLM stops on the checkpoint's end
+    tokens, the same ids, and its finish_reason agrees (tests/test_vllm_generation.py)."""
+    eos = frozenset(eos_ids)
+    return [[GeneratedText(sample.token_ids, sample.text, is_truncated(sample.token_ids, max_new_tokens, eos))
              for sample in group] for group in groups]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import torch
 
+from microcoder.policy.generation import from_vllm
 from microcoder.policy.vllm_engine import sample_with
 
 VLLM_METRIC_KEYS = ("vllm_ratio_mean", "vllm_ratio_max", "vllm_fraction_capped")
@@ -57,10 +58,8 @@ def correction_stats(output: dict, cap: float) -> dict[str, float]:
 def heldout_generate(trainer, prompts, n: int, max_new_tokens: int, temperature: float, top_p: float, seed: int):
     """`generate`'s groups for held-out prompts, sampled by the trainer's colocated vLLM after
     pushing the current weights into it (the same call TRL makes before a rollout)."""
-    from microcoder.policy.generation import GeneratedText
-
     trainer.sync_vllm_weights()
     ids = [trainer.processing_class(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts]
     groups = sample_with(trainer.vllm_generation.llm, ids, n=n, max_new_tokens=max_new_tokens,
                          temperature=temperature, top_p=top_p, seed=seed)
-    return [[GeneratedText(sample.token_ids, sample.text, sample.truncated) for sample in group] for group in groups]
+    return from_vllm(groups, max_new_tokens, trainer.eos_token_ids)
