@@ -27,10 +27,10 @@ def evaluator():
         yield judge
 
 
-def make_trainer(tmp_path, evaluator, *overrides):
+def make_trainer(tmp_path, evaluator, *overrides, model=None, tokenizer=None):
     config = load_config(CONFIGS / "microcoder-tiny.yaml",
                          [f"run_dir={tmp_path}", f"max_new_tokens={L}", "repetition_m=4", *overrides])
-    return build_trainer(config, tmp_path, problems=tiny_problems(), evaluator=evaluator)
+    return build_trainer(config, tmp_path, model, tokenizer, problems=tiny_problems(), evaluator=evaluator)
 
 
 def responses(tokenizer):
@@ -130,15 +130,13 @@ def test_mask_all_masks_every_truncated_response_and_drops_its_tokens(tmp_path, 
 
 def test_every_end_token_of_the_generation_config_finishes_a_response(tmp_path, evaluator):
     """A response that reaches the limit on an end token the model's generation config names
-    (besides the tokenizer's EOS) is finished, not truncated: the ids vLLM stops on, so that
-    training on vLLM's samples marks what held-out on vLLM reads from finish_reason
-    (tests/test_vllm_generation.py checks the engine's side)."""
+    (besides the tokenizer's EOS) is finished, not truncated. The trainer's end tokens are
+    `generation.eos_token_ids`, the set `from_vllm` marks vLLM's samples with (eval-model and
+    held-out on vLLM), and the ids vLLM stops on (tests/test_vllm_generation.py)."""
     model, tokenizer = tiny_model_and_tokenizer(0)
     other = 7
     model.generation_config.eos_token_id = [tokenizer.eos_token_id, other]
-    config = load_config(CONFIGS / "microcoder-tiny.yaml",
-                         [f"run_dir={tmp_path}", f"max_new_tokens={L}", "repetition_m=4", "truncation_mask_rho=1.0"])
-    trainer = build_trainer(config, tmp_path, model, tokenizer, problems=tiny_problems(), evaluator=evaluator)
+    trainer = make_trainer(tmp_path, evaluator, "truncation_mask_rho=1.0", model=model, tokenizer=tokenizer)
     assert sorted(trainer.eos_token_ids) == sorted(eos_token_ids(model, tokenizer))
     rows = [list(range(100, 100 + L - 1)) + [other],                 # L tokens, the last the config's end token
             list(range(200, 200 + L - 1)) + [tokenizer.eos_token_id],  # L tokens, the last the tokenizer's EOS
