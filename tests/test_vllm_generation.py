@@ -8,6 +8,7 @@ default tiny model's 16), saved to disk, in float32 on both sides.
 from __future__ import annotations
 
 import json
+from copy import deepcopy
 
 import pytest
 
@@ -33,6 +34,11 @@ def tiny(tmp_path_factory):
 
 def prompts_of(tokenizer, count=4):
     return [render_prompt(problem, tokenizer) for problem in tiny_problems()[0][:count]]
+
+
+def engine_of(model):
+    """The engine `generate(backend="vllm")` samples `model` with."""
+    return vllm_engine(model.name_or_path, dtype=model.dtype, max_model_len=min(model.config.max_position_embeddings, 4096))
 
 
 def test_greedy_vllm_equals_generate_token_for_token_and_follows_the_weights(tiny):
@@ -98,7 +104,7 @@ def test_vllm_stops_and_reports_truncation_as_the_trainer_rule_marks_it(tiny, tm
     model, tokenizer = load_model_and_tokenizer(str(copy))
     ends = eos_token_ids(model, tokenizer)
     assert stop in ends
-    engine = vllm_engine(str(copy), dtype=model.dtype, max_model_len=model.config.max_position_embeddings, seed=3)
+    engine = engine_of(model)  # the engine `generate` below samples with
     ids = [tokenizer(prompt[0], add_special_tokens=False)["input_ids"]]
     for limit, length, truncated in ((position, position, True), (position + 1, position + 1, False),
                                      (position + 4, position + 1, False)):
@@ -109,26 +115,61 @@ def test_vllm_stops_and_reports_truncation_as_the_trainer_rule_marks_it(tiny, tm
         assert (ours[0][0].token_ids, ours[0][0].truncated) == (sampled.token_ids, truncated), limit
 
 
+def test_a_model_that_only_samples_has_its_weights_copied_once(tiny):
+    """weights_fixed=True skips the copy only while the engine still holds that model's
+    weights: another model sharing the engine, or a call without it, copies again."""
+    model, tokenizer = tiny
+    prompts = prompts_of(tokenizer, 2)
+    engine = engine_of(model)
+
+    def greedy(which, fixed):
+        groups = generate(which, tokenizer, prompts, n=1, max_new_tokens=12, temperature=0, backend="vllm",
+                          weights_fixed=fixed)
+        return [group[0].token_ids for group in groups]
+
+    first = greedy(model, True)
+    loads = engine.loads
+    assert greedy(model, True) == first and engine.loads == loads  # the engine holds them: no copy
+    other = deepcopy(model)  # the same checkpoint, so the same engine, with other weights
+    with torch.no_grad():
+        for name, parameter in other.named_parameters():
+            if "proj" in name or "embed" in name:
+                parameter.mul_(0.5)
+    other_answers = greedy(other, True)
+    assert engine.loads == loads + 1 and other_answers != first
+    assert greedy(model, True) == first and engine.loads == loads + 2  # copied back
+    greedy(model, False)
+    greedy(model, False)
+    assert engine.loads == loads + 4  # not vouched for: copied every call
+    assert greedy(model, True) == first and engine.loads == loads + 5
+
+
 def test_eval_model_runs_through_vllm(tiny, tmp_path):
     model, tokenizer = tiny
     problems = tiny_problems()[1]
     config = ModelEvalConfig(model=model.name_or_path, problems="tiny", out=tmp_path / "eval", n=2, max_new_tokens=(8, 16),
-                        temperature=0.7, backend="vllm", workers=2, strict_judge=False)
+                        temperature=0.7, backend="vllm", workers=2, strict_judge=False, problems_per_chunk=1)
+    loads = engine_of(model).loads
     summary = evaluate_model(config, problems=problems)
+    assert engine_of(model).loads == loads + 1  # its model only samples: one copy for its 2 chunks
     rows = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == len(problems) * 2 and all(row["num_tokens"] <= 16 for row in rows)
     assert json.loads((tmp_path / "eval" / "summary.json").read_text()) == json.loads(json.dumps(summary))
 
 
-def test_the_parity_benchmark_runs_on_the_engine():
-    """Its smoke run here exercises vLLM; in the main environment it only says vLLM is absent."""
+@pytest.mark.parametrize(("script", "expected"), [
+    ("vllm_parity", (" of 4 (", "held-out accuracy")),
+    ("vllm_weight_copy", ("(2 copies)", "(1 copies)", "same tokens in every pass: True")),
+])
+def test_the_vllm_benchmarks_run_on_the_engine(script, expected):
+    """Their smoke runs here exercise vLLM; in the main environment they only say vLLM is absent."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     repo = Path(__file__).parents[1]
-    done = subprocess.run([sys.executable, "benchmarks/vllm_parity.py", "--smoke"], cwd=repo, capture_output=True,
+    done = subprocess.run([sys.executable, f"benchmarks/{script}.py", "--smoke"], cwd=repo, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(repo)})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert " of 4 (" in done.stdout and "held-out accuracy" in done.stdout, done.stdout
+    assert all(text in done.stdout for text in expected), done.stdout

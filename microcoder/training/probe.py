@@ -260,7 +260,7 @@ def measure_diversity(config: ProbeConfig, console: Console, model=None, tokeniz
         console.print(f"T={temperature:g}: {len(prompts)} prompts x {config.n} responses")
         groups = generate(model, tokenizer, prompts, n=config.n, max_new_tokens=config.max_new_tokens,
                           temperature=temperature, seed=config.seed, batch_size=config.batch_size,
-                          backend=config.backend)
+                          backend=config.backend, weights_fixed=True)
         diversity_by_t[temperature] = batch_diversity([[s.token_ids for s in group] for group in groups],
                                                       config.ngram)
         samples = [sample for group in groups for sample in group]
