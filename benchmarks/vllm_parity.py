@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
 
 def main() -> None:
@@ -37,23 +36,15 @@ def main() -> None:
 
     from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample, summarize
     from microcoder.policy.generation import generate
-    from microcoder.policy.model import DEFAULT_MODEL, load_model_and_tokenizer
     from microcoder.policy.prompts import render_prompt
     from microcoder.training.config import load_config
     from microcoder.training.run import load_problem_split
+    from workloads import float32_model  # run as a script: benchmarks/ is on the path
 
     config = load_config(None)
     heldout = load_problem_split(config)[1][: 4 if args.smoke else args.limit]
     limit = 16 if args.smoke else args.max_new_tokens or config.max_new_tokens
-    if args.smoke:
-        import tempfile
-
-        from microcoder.policy.model import save_tiny_model
-
-        folder = save_tiny_model(Path(tempfile.mkdtemp(prefix="vllm-parity-smoke-")) / "tiny", 0, hidden_size=256)
-        model, tokenizer = load_model_and_tokenizer(str(folder), torch.float32)
-    else:
-        model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL, torch.float32)
+    model, tokenizer = float32_model(args.smoke)
     prompts = [render_prompt(problem, tokenizer) for problem in heldout]
     print(f"{len(prompts)} held-out problems of the default set, greedy, max_new_tokens {limit}, float32, "
           f"torch threads {torch.get_num_threads()}, host load average {os.getloadavg()[0]:.1f}", flush=True)

@@ -20,7 +20,6 @@ import argparse
 import importlib.util
 import os
 import time
-from pathlib import Path
 
 
 def main() -> None:
@@ -38,21 +37,15 @@ def main() -> None:
     import torch
 
     from microcoder.policy.generation import generate
-    from microcoder.policy.model import DEFAULT_MODEL, load_model_and_tokenizer, save_tiny_model
     from microcoder.policy.prompts import render_prompt
     from microcoder.policy.vllm_engine import vllm_engine
     from microcoder.training.config import load_config
     from microcoder.training.run import load_problem_split
+    from workloads import float32_model  # run as a script: benchmarks/ is on the path
 
     heldout = load_problem_split(load_config(None))[1][: 4 if args.smoke else args.limit]
     limit, chunk = (8, 2) if args.smoke else (args.max_new_tokens, args.chunk)
-    if args.smoke:
-        import tempfile
-
-        folder = save_tiny_model(Path(tempfile.mkdtemp(prefix="vllm-copy-smoke-")) / "tiny", 0, hidden_size=256)
-        model, tokenizer = load_model_and_tokenizer(str(folder), torch.float32)
-    else:
-        model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL, torch.float32)
+    model, tokenizer = float32_model(args.smoke)
     prompts = [render_prompt(problem, tokenizer) for problem in heldout]
     chunks = [prompts[start : start + chunk] for start in range(0, len(prompts), chunk)]
     print(f"{len(prompts)} held-out problems in {len(chunks)} calls of {chunk}, n {args.n}, max_new_tokens {limit}, "

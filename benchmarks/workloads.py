@@ -1,13 +1,17 @@
-"""The workloads the evaluator's speed benchmarks share: the trivial add problems (stdin and
-call), the programs that solve them, and the RL-like mix of rollouts.
+"""The workloads the benchmarks share: for the evaluator's speed benchmarks the trivial add
+problems (stdin and call), the programs that solve them, and the RL-like mix of rollouts;
+for the vLLM benchmarks the model they sample (`float32_model`).
 
-A helper module, not a benchmark: evaluator_speed.py, fork_floor.py, evaluator_cost_split.py
-and serve_speed.py import it, and it imports none of them (tests/test_layering.py).
+A helper module, not a benchmark: evaluator_speed.py, fork_floor.py, evaluator_cost_split.py,
+serve_speed.py, vllm_parity.py and vllm_weight_copy.py import it, and it imports none of
+them (tests/test_layering.py).
 """
 
 from __future__ import annotations
 
 import random
+import tempfile
+from pathlib import Path
 
 from microcoder.problems import Problem
 
@@ -57,3 +61,17 @@ def rl_mix(samples: int, tests: int, seed: int = 0, loops: int = 4, slow: int = 
             codes.append(f"a, b = map(int, input().split())\nassert a != {crash_at}\nprint(a + b)\n")
     rng.shuffle(codes)
     return codes
+
+
+def float32_model(smoke: bool):
+    """(model, tokenizer) in float32: the default model, or with `smoke` a tiny random one with
+    64-dimension heads (vLLM's CPU attention refuses the default tiny model's 16), saved to a
+    temporary folder so that vLLM can start from it."""
+    import torch
+
+    from microcoder.policy.model import DEFAULT_MODEL, load_model_and_tokenizer, save_tiny_model
+
+    if not smoke:
+        return load_model_and_tokenizer(DEFAULT_MODEL, torch.float32)
+    folder = save_tiny_model(Path(tempfile.mkdtemp(prefix="vllm-smoke-")) / "tiny", 0, hidden_size=256)
+    return load_model_and_tokenizer(str(folder), torch.float32)
