@@ -7,6 +7,7 @@ default tiny model's 16), saved to disk, in float32 on both sides.
 
 from __future__ import annotations
 
+import importlib
 import json
 from copy import deepcopy
 
@@ -115,9 +116,10 @@ def test_vllm_stops_and_reports_truncation_as_the_trainer_rule_marks_it(tiny, tm
         assert (ours[0][0].token_ids, ours[0][0].truncated) == (sampled.token_ids, truncated), limit
 
 
-def test_a_model_that_only_samples_has_its_weights_copied_once(tiny):
+def test_a_model_that_only_samples_has_its_weights_copied_once(tiny, monkeypatch):
     """weights_fixed=True skips the copy only while the engine still holds that model's
-    weights: another model sharing the engine, or a call without it, copies again."""
+    weights: another model sharing the engine, a call without it, or a copy that failed
+    part-way, makes the next call copy again."""
     model, tokenizer = tiny
     prompts = prompts_of(tokenizer, 2)
     engine = engine_of(model)
@@ -143,6 +145,15 @@ def test_a_model_that_only_samples_has_its_weights_copied_once(tiny):
     assert engine.loads == loads + 4  # not vouched for: copied every call
     assert greedy(model, True) == first and engine.loads == loads + 5
 
+    def fails(llm, named_parameters):
+        raise RuntimeError("copy failed part-way")
+
+    monkeypatch.setattr(importlib.import_module("microcoder.policy.vllm_engine"), "push_weights", fails)
+    with pytest.raises(RuntimeError):
+        engine.load_weights(other, fixed=True)
+    monkeypatch.undo()
+    assert greedy(model, True) == first and engine.loads == loads + 6  # not trusted to still hold them
+
 
 def test_eval_model_runs_through_vllm(tiny, tmp_path):
     model, tokenizer = tiny
@@ -159,7 +170,7 @@ def test_eval_model_runs_through_vllm(tiny, tmp_path):
 
 @pytest.mark.parametrize(("script", "expected"), [
     ("vllm_parity", (" of 4 (", "held-out accuracy")),
-    ("vllm_weight_copy", ("(2 copies)", "(1 copies)", "same tokens in every pass: True")),
+    ("vllm_weight_copy", ("(copies: [2])", "(copies: [1])", "same tokens in every pass: True")),
 ])
 def test_the_vllm_benchmarks_run_on_the_engine(script, expected):
     """Their smoke runs here exercise vLLM; in the main environment they only say vLLM is absent."""

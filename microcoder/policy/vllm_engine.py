@@ -98,9 +98,11 @@ class VLLMEngine:
         tensors changed means reading all of them, as the copy does."""
         if fixed and self._fixed_model is not None and self._fixed_model() is model:
             return
+        self._fixed_model = None  # a copy that fails part-way leaves the engine holding no one's weights
         push_weights(self.llm, model.named_parameters())
         self.loads += 1
-        self._fixed_model = weakref.ref(model) if fixed else None
+        if fixed:
+            self._fixed_model = weakref.ref(model)
 
 
 def push_weights(llm, named_parameters) -> None:
