@@ -243,7 +243,8 @@ def measure_diversity(config: ProbeConfig, console: Console, model=None, tokeniz
     """Sample the probe prompts at every candidate temperature and measure diversity.
 
     `config` must have its defaults resolved. `model`/`tokenizer` and `problems` default to
-    those the config names (tests inject them)."""
+    those the config names (tests inject them); `model` only samples here, so on vLLM its
+    weights are copied into the engine once for all temperatures (`weights_fixed`)."""
     from microcoder.algorithms.diversity import batch_diversity
     from microcoder.policy.generation import generate
     from microcoder.policy.prompts import render_prompt
