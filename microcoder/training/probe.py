@@ -243,8 +243,7 @@ def measure_diversity(config: ProbeConfig, console: Console, model=None, tokeniz
     """Sample the probe prompts at every candidate temperature and measure diversity.
 
     `config` must have its defaults resolved. `model`/`tokenizer` and `problems` default to
-    those the config names (tests inject them); `model` only samples here, so on vLLM its
-    weights are copied into the engine once for all temperatures (`weights_fixed`)."""
+    those the config names (tests inject them)."""
     from microcoder.algorithms.diversity import batch_diversity
     from microcoder.policy.generation import generate
     from microcoder.policy.prompts import render_prompt
@@ -261,7 +260,7 @@ def measure_diversity(config: ProbeConfig, console: Console, model=None, tokeniz
         console.print(f"T={temperature:g}: {len(prompts)} prompts x {config.n} responses")
         groups = generate(model, tokenizer, prompts, n=config.n, max_new_tokens=config.max_new_tokens,
                           temperature=temperature, seed=config.seed, batch_size=config.batch_size,
-                          backend=config.backend, weights_fixed=True)
+                          backend=config.backend)
         diversity_by_t[temperature] = batch_diversity([[s.token_ids for s in group] for group in groups],
                                                       config.ngram)
         samples = [sample for group in groups for sample in group]
