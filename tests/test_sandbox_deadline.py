@@ -53,3 +53,6 @@ def test_close_with_kill_ends_the_runs_in_progress_at_once():
     for thread in threads:
         thread.join(5)
     assert [run.stdout for run in results] == [b"", b""]
+    # The machine ended them, not the programs: no verdict, and no retry on a closed sandbox.
+    assert [run.status for run in results] == ["sandbox_error"] * 2, results
+    assert all("closed mid-run" in run.detail for run in results)

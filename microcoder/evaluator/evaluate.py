@@ -43,6 +43,10 @@ _STATUS_TO_VERDICT = {
     "syntax_error": "syntax_error",
     "sandbox_error": "judge_error",
 }
+class _CheckerRunFault(Exception):
+    """The sandbox failed a run of a problem's checker (its worker died): no verdict."""
+
+
 # Runs a problem's own checker in the sandbox: reads {"input","expected","got"} on stdin.
 _CHECKER_DRIVER = """
 import json as _json, sys as _sys
@@ -396,6 +400,8 @@ class Evaluator:
             accepted, reason = self._judge(problem, test, run)
         except ValueError as error:  # the problem's expected output is unusable
             return _TestOutcome("judge_error", f"broken test: {error}", run.cpu_s)
+        except _CheckerRunFault as fault:  # the machine failed the checker's run, not the program
+            return _TestOutcome("judge_error", str(fault), run.cpu_s)
         return _TestOutcome("accepted" if accepted else "wrong_answer", reason, run.cpu_s)
 
     def _judge(self, problem: Problem, test: TestCase, run: ProgramRun) -> tuple[bool, str]:
@@ -438,6 +444,8 @@ class Evaluator:
         case = json.dumps({"input": test.input, "expected": test.output, "got": got})
         run = self.sandbox.run(checker_source + "\n" + _CHECKER_DRIVER, case, time_limit_s=10.0,
                                memory_limit_mb=self.config.memory_limit_mb)
+        if run.status == "sandbox_error":  # never the output's doing (a broken checker fails otherwise)
+            raise _CheckerRunFault(f"the problem's checker could not be run: {run.detail}")
         if run.status != "ok" or run.stdout not in (b"0", b"1"):
             return None, f"{run.status}: {run.detail or run.stdout[:200]!r}"
         return run.stdout == b"1", ""

@@ -71,6 +71,10 @@ DEFAULT_MEMORY_LIMIT_MB = 1024
 """MiB of address space per run (a CPython process with numpy needs ~300 of it)."""
 DEFAULT_OUTPUT_LIMIT_MB = 32.0
 """stdout cap per run; more is `output_limit_exceeded`."""
+WORKER_DEATHS_PER_RUN = 2
+"""Tries of a run whose worker dies under it, each on a fresh worker, before the sandbox
+says who killed it (Sandbox._judge_worker_deaths): one death is retried, since the machine
+(the OOM killer, an operator) kills workers far more often than a program can."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,14 @@ class Worker:
         header, blobs = read_message(self.process.stdout.fileno())
         self.unswept = bool(header.get("retiring"))
         return header, blobs
+
+    def death(self) -> str:
+        """How this worker, whose pipe just broke, ended (waits for it up to a second)."""
+        try:
+            code = self.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return "its pipe broke while it was still running"
+        return f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
 
     def interrupt(self) -> None:
         """Stop the run in progress (or the next one, when its child has not started yet):
@@ -409,6 +421,64 @@ class Sandbox:
             if worker in self._all:
                 self._all.remove(worker)
 
+    def _run_once(self, request: dict, source: bytes, stdin: bytes, deadline: float | None,
+                  stop: RunStop | None) -> ProgramRun | tuple[dict, list[bytes]] | str:
+        """One try of a run on one worker: the worker's reply, a ProgramRun when it never
+        ran, or how the worker died under it (a str: the worker is retired)."""
+        worker = self._take_idle()
+        try:
+            if worker is None or not worker.alive:
+                if worker is not None:
+                    dead, worker = worker, None  # back in the pool as "not started" should a start fail
+                    self._retire(dead)
+                worker = self._start_worker()
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return ProgramRun("time_limit_exceeded", detail="its deadline passed before it got a worker")
+                request["wall_limit_s"] = min(request["wall_limit_s"], left)
+                request["wall_cap_s"] = left
+            if stop is not None and not stop._attach(worker):
+                return ProgramRun("time_limit_exceeded", detail="stopped before it started")
+            try:
+                header, blobs = worker.run(request, source, stdin)
+            except (EOFError, OSError, ValueError):
+                # The worker died under the run. Who killed it is decided by the caller
+                # (_judge_worker_deaths) from how often it happens; here, only how.
+                how = worker.death()
+                self._retire(worker)
+                worker = None
+                return how
+            except BaseException:
+                # Interrupted (Ctrl-C, a timeout around us) with the reply unread: the next
+                # run must not read this one's reply, so this worker goes.
+                self._retire(worker)
+                worker = None
+                raise
+            finally:
+                if stop is not None:
+                    stop._detach()
+            if header.pop("retiring", False):  # it could not clean up after the run: it exits now
+                self._retire(worker)
+                worker = None
+            return header, blobs
+        finally:
+            self._put_idle(worker)
+
+    def _judge_worker_deaths(self, died: list[str]) -> ProgramRun:
+        """The run of a program whose worker died under it on every try (`died`: how).
+
+        Where runs have a uid of their own (`plan.switch_uid`) they cannot signal their
+        worker, so its death is the machine's (the OOM killer, an operator, a shutdown):
+        `sandbox_error`, which the evaluator makes a judge_error (no reward, no verdict).
+        Where runs share the worker's uid, a program can kill its worker, and one that did
+        so on a fresh worker again is taken to be doing it itself: `runtime_error`."""
+        how = "; then ".join(died)
+        if self.plan.switch_uid:
+            return ProgramRun("sandbox_error", detail=f"its sandbox worker died under it {len(died)} times "
+                                                      f"({how}); runs cannot signal their worker, so not the program's fault")
+        return ProgramRun("runtime_error", detail=f"the run killed its sandbox worker on {len(died)} fresh workers ({how})")
+
     def run(
         self,
         source: str,
@@ -458,43 +528,19 @@ class Sandbox:
         # A lone surrogate (from JSON's "\ud800") goes as its surrogatepass bytes, which the
         # program reads as undecodable input, instead of failing the caller's whole batch.
         stdin_bytes = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else stdin
-        worker = self._take_idle()
-        try:
-            if worker is None or not worker.alive:
-                if worker is not None:
-                    dead, worker = worker, None  # back in the pool as "not started" should a start fail
-                    self._retire(dead)
-                worker = self._start_worker()
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return ProgramRun("time_limit_exceeded", detail="its deadline passed before it got a worker")
-                request["wall_limit_s"] = min(request["wall_limit_s"], left)
-                request["wall_cap_s"] = left
-            if stop is not None and not stop._attach(worker):
-                return ProgramRun("time_limit_exceeded", detail="stopped before it started")
-            try:
-                header, blobs = worker.run(request, source.encode("utf-8", "surrogatepass"), stdin_bytes)
-            except (EOFError, OSError, ValueError):
-                # The worker died mid-run. Only the run itself can have done that (it
-                # shares the worker's uid when not root): charge it to the run.
-                self._retire(worker)
-                worker = None
-                return ProgramRun("runtime_error", detail="the run killed its sandbox worker")
-            except BaseException:
-                # Interrupted (Ctrl-C, a timeout around us) with the reply unread: the next
-                # run must not read this one's reply, so this worker goes.
-                self._retire(worker)
-                worker = None
-                raise
-            finally:
-                if stop is not None:
-                    stop._detach()
-            if header.pop("retiring", False):  # it could not clean up after the run: it exits now
-                self._retire(worker)
-                worker = None
-        finally:
-            self._put_idle(worker)
+        source_bytes = source.encode("utf-8", "surrogatepass")
+        died: list[str] = []  # how each worker that died under this run died
+        outcome = self._run_once(request, source_bytes, stdin_bytes, deadline, stop)
+        while isinstance(outcome, str):
+            died.append(outcome)
+            if self._closed:
+                return ProgramRun("sandbox_error", detail=f"the sandbox was closed mid-run (its worker {outcome})")
+            if len(died) == WORKER_DEATHS_PER_RUN:
+                return self._judge_worker_deaths(died)
+            outcome = self._run_once(request, source_bytes, stdin_bytes, deadline, stop)
+        if isinstance(outcome, ProgramRun):  # it never ran: its deadline passed, or it was stopped
+            return outcome
+        header, blobs = outcome
         if "error" in header:  # the worker could not run it (e.g. the problem's prelude is broken)
             return ProgramRun("sandbox_error", detail=header["error"])
         stdout, stderr, result = blobs
@@ -540,8 +586,8 @@ class Sandbox:
 
     def close(self, kill: bool = False) -> None:
         """Close every worker. `kill`: end the runs in progress now (their workers are
-        killed; each is reported to its caller as a run that killed its worker) instead
-        of waiting for them to end."""
+        killed; each is reported to its caller as a `sandbox_error`, the sandbox having
+        been closed mid-run) instead of waiting for them to end."""
         if self._closed:
             return
         self._closed = True

@@ -1,0 +1,118 @@
+"""A sandbox worker that dies under a run is the machine's fault, not the program's.
+
+The OOM killer, an operator or a shutdown can kill a worker while it runs a program.
+Such a death is retried once on a fresh worker (the true verdict), and a run whose worker
+dies on every try is a `sandbox_error` (a judge_error to the evaluator: no verdict, no
+reward) where runs cannot signal their worker (a uid of their own). Where runs share the
+worker's uid, a program that kills its worker on a fresh one again is taken to be doing
+it itself: `runtime_error`. Each case kills real workers with SIGKILL from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample
+from microcoder.evaluator.cache import VerdictCache
+from microcoder.evaluator.isolation import isolation_plan
+from microcoder.evaluator.sandbox import WORKER_DEATHS_PER_RUN, Sandbox, SandboxConfig
+from tests.helpers import stdin_problem
+
+SLOW_HONEST = "import time\ntime.sleep(0.6)\nprint(sum(map(int, input().split())))\n"
+OWN_UID = isolation_plan("auto").switch_uid
+needs_own_uid = pytest.mark.skipif(not OWN_UID, reason="needs root: runs with a uid of their own")
+
+
+def children(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+
+
+class WorkerKiller(threading.Thread):
+    """SIGKILLs, from outside, each worker of `sandbox` seen running a program, `times` times."""
+
+    def __init__(self, sandbox: Sandbox, times: int):
+        super().__init__(daemon=True)
+        self.sandbox, self.times, self.killed = sandbox, times, []
+
+    def run(self) -> None:
+        give_up = time.monotonic() + 30
+        while len(self.killed) < self.times and time.monotonic() < give_up:
+            for worker in list(self.sandbox._all):
+                pid = worker.process.pid
+                if pid not in self.killed and worker.alive and children(pid):
+                    time.sleep(0.1)  # well inside the run's 0.6 s sleep
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed.append(pid)
+                    break
+            time.sleep(0.01)
+
+
+def run_while_killing(sandbox: Sandbox, source: str, times: int, stdin: str = "1 2"):
+    sandbox.run("pass")  # the worker is started and warm before the killer watches
+    killer = WorkerKiller(sandbox, times)
+    killer.start()
+    run = sandbox.run(source, stdin, time_limit_s=2.0)
+    killer.join(5)
+    return run, killer.killed
+
+
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_worker_killed_once_from_outside_is_retried_on_a_fresh_one(isolation):
+    with Sandbox(config=SandboxConfig(workers=1, isolation=isolation)) as sandbox:
+        run, killed = run_while_killing(sandbox, SLOW_HONEST, times=1)
+        assert len(killed) == 1
+        assert (run.status, run.stdout) == ("ok", b"3\n"), run
+        assert sandbox.run("print(7)").stdout == b"7\n"
+
+
+@needs_own_uid
+def test_a_worker_killed_on_every_try_is_a_sandbox_error_where_runs_cannot_signal_it():
+    with Sandbox(config=SandboxConfig(workers=1)) as sandbox:
+        run, killed = run_while_killing(sandbox, SLOW_HONEST, times=WORKER_DEATHS_PER_RUN)
+        assert len(killed) == WORKER_DEATHS_PER_RUN
+        assert run.status == "sandbox_error", run
+        assert "SIGKILL" in run.detail and "not the program's fault" in run.detail
+        assert sandbox.run("print(7)").stdout == b"7\n"
+
+
+@needs_own_uid
+def test_through_the_evaluator_a_killed_worker_is_a_judge_error_never_cached():
+    problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0)
+    cache = VerdictCache()
+    with Evaluator(EvaluatorConfig(workers=1)) as evaluator:
+        evaluator.sandbox.run("pass")
+        killer = WorkerKiller(evaluator.sandbox, WORKER_DEATHS_PER_RUN)
+        killer.start()
+        [result], _ = cache.evaluate(evaluator, [problem], [Sample("add", code=SLOW_HONEST)])
+        killer.join(5)
+        assert result.verdict == "judge_error" and result.reward == 0.0, result
+        assert "sandbox worker died" in result.detail
+        [again], [from_cache] = cache.evaluate(evaluator, [problem], [Sample("add", code=SLOW_HONEST)])
+        assert (again.verdict, from_cache) == ("accepted", False)
+
+
+def test_a_program_that_kills_its_own_worker_every_time_is_its_runtime_error():
+    # Only where runs share the worker's uid can a program signal it (isolation "none").
+    suicide = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint(3)\n"
+    with Sandbox(config=SandboxConfig(workers=1, isolation="none")) as sandbox:
+        run = sandbox.run(suicide, "1 2")
+        assert run.status == "runtime_error", run
+        assert f"on {WORKER_DEATHS_PER_RUN} fresh workers" in run.detail and "SIGKILL" in run.detail
+        assert sandbox.run("print(7)").stdout == b"7\n"
+
+
+@needs_own_uid
+def test_where_runs_have_their_own_uid_a_program_cannot_kill_its_worker():
+    suicide = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint(3)\n"
+    with Sandbox(config=SandboxConfig(workers=1)) as sandbox:
+        run = sandbox.run(suicide, "1 2")
+        assert run.status == "runtime_error" and "PermissionError" in run.detail, run
