@@ -31,6 +31,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample, summarize  # noqa: E402
+from microcoder.evaluator.isolation import isolation_plan  # noqa: E402
 from microcoder.problems import write_problems  # noqa: E402
 from microcoder.service.config import ServeConfig  # noqa: E402
 from tests.helpers import call_problem, stdin_problem  # noqa: E402
@@ -543,6 +544,119 @@ def test_verl_sandbox_fusion_client_judges_through_us(server, tmp_path):
         assert client.check_correctness(url, cases, "while True: pass", timeout=1)[0] == [-3, -3, -3]
     finally:
         assert no_token.stop() == 0
+
+
+def running_worker(server: Server, spared: set[int]) -> int | None:
+    """A sandbox worker of `server` (a child of it running _zygote.py), not in `spared`,
+    with a run in progress (a child of its own)."""
+    for pid in children(server.process.pid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if pid not in spared and b"_zygote.py" in command and children(pid):
+            return pid
+    return None
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, whichever of its threads started them."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def kill_the_worker_under_the_run(server: Server, times: int) -> None:
+    """SIGKILL, from outside, the worker running the server's one run, `times` times: the
+    sandbox retries a run whose worker died once on a fresh worker, which is killed too."""
+    killed: set[int] = set()
+    for _ in range(times):
+        found: list = []
+        assert wait_for(lambda: found.append(running_worker(server, killed)) or found[-1] is not None, 15), killed
+        time.sleep(0.1)  # the run is under way (it sleeps for much longer)
+        os.kill(found[-1], signal.SIGKILL)
+        killed.add(found[-1])
+
+
+needs_own_uid = pytest.mark.skipif(not isolation_plan("auto").switch_uid, reason="needs root: only where runs "
+                                   "cannot signal their worker is its death the machine's fault")
+
+
+@needs_own_uid
+def test_a_killed_worker_is_a_sandbox_error_through_run_code_and_verls_client(tmp_path):
+    """A worker killed from outside under a run, on each try, is the machine's fault: a
+    SandboxError (verl's client: -1, "sandbox_error"), never the program's Failed (-2),
+    with the cause one line in the log."""
+    client = verl_client()
+    judge = Server(tmp_path, "--workers", "1")
+    try:
+        sleeper = verl_payload("import time\ntime.sleep(20)\n", run_timeout=10)
+        answers: list = []
+        poster = threading.Thread(target=lambda: answers.append(judge.request("POST", "/run_code", sleeper, token=None)))
+        poster.start()
+        kill_the_worker_under_the_run(judge, times=2)
+        poster.join(30)
+        status, _, body = answers[0]
+        assert status == 200, body
+        assert (body["status"], body["run_result"]["status"], body["run_result"]["return_code"]) == (
+            "SandboxError", "Error", None), body
+        assert_error_shape({"detail": body["message"] + body["run_result"]["stderr"], "field": ""}, 200, "")
+        # verl's own client, unmodified: the -1 it gives a sandbox that failed, not -2.
+        judged: list = []
+        checker = threading.Thread(target=lambda: judged.append(client.check_correctness(
+            judge.url + "/run_code", {"inputs": [""], "outputs": ["x"]}, "import time\ntime.sleep(20)\n", timeout=10)))
+        checker.start()
+        kill_the_worker_under_the_run(judge, times=2)
+        checker.join(30)
+        (verdicts, metadata), = judged
+        assert verdicts == [-1] and metadata[0]["status"] == "sandbox_error", metadata
+        # The pool starts a fresh worker for the next run.
+        status, _, body = judge.request("POST", "/run_code", verl_payload("print(4)"), token=None)
+        assert status == 200 and body["run_result"]["stdout"] == "4\n"
+    finally:
+        assert judge.stop() == 0
+    log = Path(judge.stderr.name).read_text()
+    causes = [line for line in log.splitlines() if line.startswith("microcoder serve: sandbox error on /run_code: ")]
+    assert len(causes) == 2 and all("died under it 2 times" in line for line in causes), log[-3000:]
+
+
+@needs_own_uid
+def test_a_killed_worker_is_a_judge_error_row_on_evaluate_with_its_cause_in_the_log(tmp_path):
+    judge = Server(tmp_path, "--workers", "1")
+    try:
+        slow = stdin_problem([("\n", "ok\n")], problem_id="slow", time_limit_s=5)
+        body = {"problems": [slow.model_dump()], "samples": [
+            {"problem_id": "slow", "code": "import time\ntime.sleep(20)\nprint('ok')\n"}]}
+        rows: list = []
+        poster = threading.Thread(target=lambda: rows.extend(stream_rows(judge, body)))
+        poster.start()
+        kill_the_worker_under_the_run(judge, times=2)
+        poster.join(30)
+        row, done = rows
+        assert row["verdict"] == "judge_error" and row["reward"] == 0.0, row
+        assert_error_shape({"detail": row["detail"], "field": ""}, 200, "")
+        assert "the sandbox could not run the program" in row["detail"], row
+        assert done["summary"]["verdicts"] == {"judge_error": 1}, done
+    finally:
+        assert judge.stop() == 0
+    log = Path(judge.stderr.name).read_text()
+    causes = [line for line in log.splitlines() if line.startswith("microcoder serve: sandbox error on /evaluate: ")]
+    assert len(causes) == 1 and "died under it 2 times" in causes[0], log[-3000:]
+
+
+def test_a_judge_error_of_the_requests_own_problem_keeps_its_detail(server):
+    # A broken prelude is the request's problem, not the sandbox's: the client sees why.
+    broken = call_problem([("1", "1")], entry_point="f", problem_id="bad-prelude", prelude="def (:\n")
+    row, _ = stream_rows(server, {"problems": [broken.model_dump()],
+                                  "samples": [{"problem_id": "bad-prelude", "code": "def f(x):\n    return x\n"}]})
+    assert row["verdict"] == "judge_error" and "the problem's prelude fails" in row["detail"], row
 
 
 def retried_out(verdict, metadata: dict) -> bool:

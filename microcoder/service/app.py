@@ -71,9 +71,12 @@ LOG = logging.getLogger("microcoder.serve")
 mid-upload, an unexpected error's traceback); never sent to a client."""
 
 RETRY_AFTER_S = "1"
-PRELUDE_FAILS = "the problem's prelude fails"
-"""How a sandbox_error row caused by the request's own problem begins (its detail is the
-prelude's last error line, the client's to see); the sandbox's other errors are ours."""
+PROBLEM_FAULTS = ("problem has no tests", "broken test:", "the problem's prelude fails")
+"""How the detail of a judge_error caused by the request's own problem begins, after its
+"test N: " (the prelude's last error line, the test that cannot be compared: the client's
+to see). Every other judge_error is the sandbox's fault (a worker that died under the
+run, a worker that could not run it), whose detail names our internals: it goes to the log."""
+_TEST_PREFIX = re.compile(r"test \d+: ")
 REPLY_MARGIN_S = 1.0
 """A /run_code answer leaves this long before its client's budget ends (the way back,
 and a loaded machine's scheduling)."""
@@ -574,6 +577,14 @@ def _sample_positions(samples: list[Sample]) -> dict[tuple[str, int], int]:
     return position
 
 
+def sandbox_fault(result: EvaluationResult) -> bool:
+    """Whether a result row is a judge_error of the sandbox's (not of the request's problem)."""
+    if result.verdict != "judge_error":
+        return False
+    test = _TEST_PREFIX.match(result.detail)
+    return not result.detail[test.end() if test else 0:].startswith(PROBLEM_FAULTS)
+
+
 class _StreamedBatch:
     """One admitted /evaluate batch: judged on a thread of its own (`judge`), its rows
     passed to the loop through a queue and streamed to the client as NDJSON (`lines`)."""
@@ -594,10 +605,12 @@ class _StreamedBatch:
         # the samples already running.
         if self.client_gone.is_set() or self.service.stopping.is_set():
             raise _BatchStopped
-        if result.verdict == "sandbox_error" and not result.detail.startswith(PRELUDE_FAILS):
-            # The sandbox's own errors name its paths: the cause goes to the log.
+        if sandbox_fault(result):
+            # The sandbox's own errors name its paths: the cause goes to the log, the row
+            # stays a judge_error (not the program's fault: out of pass@k, no reward).
             LOG.warning("sandbox error on /evaluate: %s", " | ".join(result.detail.strip().splitlines()))
-            result = dataclasses.replace(result, detail=SANDBOX_ERROR_MESSAGE)
+            test = _TEST_PREFIX.match(result.detail)
+            result = dataclasses.replace(result, detail=(test.group() if test else "") + SANDBOX_ERROR_MESSAGE)
         self.post(("row", result))
 
     def judge(self, evaluator: Evaluator, problems: dict[str, Problem], samples: list[Sample]) -> None:
