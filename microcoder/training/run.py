@@ -2,10 +2,11 @@
 
     run_dir = run_training(load_config("configs/microcoder.yaml"))
 
-The run's life: a new run directory (or the one being resumed, its metrics cut back to
-the checkpoint), the config snapshot, the model and the (train, held-out) problems the
-config names, the trainer built from them, the step-0 held-out accuracy, training, and
-summary.json with the plot. The training step itself is `trainer.py`.
+The run's life: a new run directory (or the one being resumed, from its newest checkpoint
+whose files all load (`checkpoints.py`), its metrics cut back to that checkpoint), the
+config snapshot, the model and the (train, held-out) problems the config names, the
+trainer built from them, the step-0 held-out accuracy, training, and summary.json with
+the plot. The training step itself is `trainer.py`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from trl import GRPOConfig
 
 from microcoder.evaluator import Evaluator
 from microcoder.problems import Problem
+from microcoder.training.checkpoints import UnusableCheckpoint, choose_checkpoint
 from microcoder.training.config import TrainConfig, dump_config, grpo_arguments
 from microcoder.training.metrics import METRICS_FILE
 from microcoder.training.reward import reward_evaluator_config, reward_of_config
@@ -104,12 +106,51 @@ def load_problem_split(config: TrainConfig) -> tuple[list[Problem], list[Problem
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:
-    """Drop metrics lines of steps after the checkpoint being resumed (they will be redone)."""
+    """Drop metrics lines of steps after the checkpoint being resumed (they will be redone).
+
+    A last line without its newline was cut short by a kill while it was written; it is
+    dropped too: a step's line is written before its checkpoint is saved, so its step is
+    after any checkpoint. Any other line that is not a record stops the resume, naming it.
+    """
     if not path.is_file():
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= last_step]
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    if lines and not text.endswith("\n"):
+        lines.pop()
+    kept = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            step = json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"--resume: {path} line {number} is not a metrics record ({error})") from None
+        if step <= last_step:
+            kept.append(line)
     path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def resume_checkpoint(run_dir: Path, processes) -> str:
+    """The checkpoint a resume of `run_dir` continues from: the newest that loads
+    (`choose_checkpoint`). The main process chooses, sets aside newer ones that do not
+    load and says so in one line; the other processes take its choice, or its error."""
+    from accelerate.utils import broadcast_object_list
+
+    choice = None
+    if processes.is_main_process:
+        try:
+            folder, set_aside = choose_checkpoint(run_dir / "checkpoints", processes.num_processes)
+            choice = str(folder)
+            if set_aside:
+                print(f"--resume: {'; '.join(set_aside)}; resuming from {folder.name}", flush=True)
+        except (FileNotFoundError, UnusableCheckpoint) as error:
+            choice = error
+    if processes.num_processes > 1:
+        [choice] = broadcast_object_list([choice])
+    if isinstance(choice, Exception):
+        raise choice
+    return choice
 
 
 def build_trainer(config: TrainConfig, run_dir: Path, model=None, tokenizer=None,
@@ -158,7 +199,8 @@ def run_training(config: TrainConfig, resume: bool = False,
     The run directory holds config.yaml (the config snapshot), metrics.jsonl (one line per
     step, plus the step-0 held-out accuracy), checkpoints/checkpoint-N (TRL's, with our
     mask and refill generators' and controller's state), summary.json and plots/training.png.
-    With `resume`, `config.run_dir` must exist; training continues from its last checkpoint.
+    With `resume`, `config.run_dir` must exist; training continues from its newest checkpoint
+    whose files all load (`resume_checkpoint`), its metrics cut back to that checkpoint's step.
     Without it, `config.run_dir` must not exist or be empty (a finished or running run is
     never overwritten); None creates runs/<name>-<timestamp>-<id> (`name`: the preset).
     `problems` ((train, held-out)) and `evaluator` replace the configured ones (tests).
@@ -186,9 +228,7 @@ def run_training(config: TrainConfig, resume: bool = False,
         [run_dir] = broadcast_object_list([new_run_dir(name) if processes.is_main_process else None]) \
             if processes.num_processes > 1 else [new_run_dir(name)]
     if resume:
-        checkpoint = get_last_checkpoint(str(run_dir / "checkpoints")) if (run_dir / "checkpoints").is_dir() else None
-        if checkpoint is None:
-            raise FileNotFoundError(f"--resume: no checkpoint-N under {run_dir / 'checkpoints'}")
+        checkpoint = resume_checkpoint(run_dir, processes)
         updates = int(Path(checkpoint).name.rsplit("-", 1)[1])
         if processes.is_main_process:
             truncate_metrics(run_dir / METRICS_FILE, updates // config.updates_per_step)
