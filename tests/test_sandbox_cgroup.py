@@ -5,6 +5,7 @@ itself or for the next, and the next run starts from zero.
 These need a writable memory cgroup (v2, or the v1 memory controller); where the machine
 has none they skip, and the sandbox falls back to rlimits with one warning."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -413,7 +414,7 @@ def test_cgroups_left_by_a_killed_process_are_removed_by_the_next_start():
 def test_without_a_writable_cgroup_the_sandbox_warns_once_and_runs(monkeypatch):
     missing = cgroups_module.CgroupPlan(None, None, None, "no cgroup hierarchy with a memory controller is mounted")
     monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: missing)
-    monkeypatch.setattr(cgroups_module, "_warned_no_cgroup", False)
+    monkeypatch.setattr(cgroups_module, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(2):
@@ -470,6 +471,30 @@ def test_v1_is_used_where_v2_has_no_memory_controller(tmp_path):
     plan = cgroups_module.find_cgroups("8:pids:/\n4:memory:/process_api/abc\n0::/\n", mountinfo)
     assert (plan.version, plan.memory_parent, plan.pids_parent) == (1, str(memory), str(pids))
     assert "v1" in plan.description
+
+
+def test_v1_cpu_hierarchies_are_found_apart_or_mounted_together(tmp_path):
+    memory, cpu, cpuacct = tmp_path / "memory", tmp_path / "cpu", tmp_path / "cpuacct"
+    for directory in (memory, cpu, cpuacct):
+        directory.mkdir()
+    own = "4:memory:/\n2:cpuacct:/\n1:cpu:/\n"
+    apart = "\n".join([mount_line(str(memory), "cgroup", "rw,memory"), mount_line(str(cpu), "cgroup", "rw,cpu"),
+                       mount_line(str(cpuacct), "cgroup", "rw,cpuacct")])
+    def found(self_cgroup, mountinfo):
+        plan = cgroups_module.find_cgroups(self_cgroup, mountinfo)
+        for probe in tmp_path.glob("*/microcoder-probe-*"):  # a real cgroup's rmdir takes its files along
+            shutil.rmtree(probe)
+        return plan
+
+    plan = found(own, apart)
+    assert (plan.cpu_parent, plan.cpuacct_parent) == (str(cpu), str(cpuacct)), plan
+    assert "a CPU quota under" in plan.description
+    together = "\n".join([mount_line(str(memory), "cgroup", "rw,memory"),
+                          mount_line(str(cpu), "cgroup", "rw,cpu,cpuacct")])
+    plan = found("4:memory:/\n1:cpu,cpuacct:/\n", together)
+    assert (plan.cpu_parent, plan.cpuacct_parent) == (str(cpu), str(cpu)), plan
+    plan = found("4:memory:/\n", mount_line(str(memory), "cgroup", "rw,memory"))
+    assert (plan.cpu_parent, plan.cpuacct_parent) == (None, None) and "no CPU quota" in plan.description
 
 
 def test_no_memory_hierarchy_means_no_plan_and_says_why(tmp_path):
@@ -585,13 +610,32 @@ def test_a_worker_whose_cgroup_cannot_be_made_runs_on_rlimits_with_the_one_warni
     # is a judge without the cgroup and one warning, not a failed evaluate().
     broken = cgroups_module.CgroupPlan(1, str(tmp_path / "gone"), None, "a v1 memory parent that is gone")
     monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: broken)
-    monkeypatch.setattr(cgroups_module, "_warned_no_cgroup", False)
+    monkeypatch.setattr(cgroups_module, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Sandbox(config=SandboxConfig(workers=2)) as box:
             assert [run.stdout for run in box.run_programs([("print(1)", ""), ("print(2)", "")])] == [b"1\n", b"2\n"]
             assert box.memory_cgroups == []
-    messages = [str(warning.message) for warning in caught if "cgroup" in str(warning.message)]
+    messages = [str(warning.message) for warning in caught
+                if "cgroup" in str(warning.message) and "CPU cgroup" not in str(warning.message)]
     assert len(messages) == 1 and "gone" in messages[0] and "rlimits" in messages[0], messages
     with Sandbox(config=SandboxConfig(workers=1, cgroup="required")) as box, pytest.raises(RuntimeError, match="cgroup"):
         box.run_program("print(1)")
+
+
+@needs_cgroup
+def test_without_a_cpu_cgroup_the_sandbox_says_so_once_and_runs(monkeypatch):
+    # A memory cgroup but no CPU controller (a v1 machine without the cpu hierarchy, a v2
+    # parent that refuses +cpu): runs go on, each process on its own CPU timer, and the
+    # caller is told once what that leaves open.
+    without_cpu = dataclasses.replace(cgroups_module.cgroup_plan(), cpu_parent=None, cpuacct_parent=None)
+    monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: without_cpu)
+    monkeypatch.setattr(cgroups_module, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            with Sandbox(config=SandboxConfig(workers=1)) as box:
+                run = box.run_program("print(1)")
+                assert run.stdout == b"1\n" and box._all[0].cgroups.cpu is None
+    messages = [str(warning.message) for warning in caught if "CPU cgroup" in str(warning.message)]
+    assert len(messages) == 1 and "starve" in messages[0], messages

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from microcoder.evaluator.cgroups import cgroup_plan
 from microcoder.evaluator.sandbox import Sandbox, SandboxConfig
 
 # Busy for `n` CPU seconds (the stdin), checking the clock only now and then: the kernel's
@@ -88,3 +89,56 @@ def test_a_timer_signal_a_program_sends_itself_under_its_limit_is_its_runtime_er
     for name in ("SIGPROF", "SIGXCPU"):
         run = sandbox.run(f"import os, signal\nos.kill(os.getpid(), signal.{name})\n", time_limit_s=1.0)
         assert run.status == "runtime_error" and name in run.detail, run.detail
+
+
+# Forks 60 spinners, each in a session of its own (out of reach of the run's process
+# group and of the scheduler's grouping by session), then spins itself.
+SPINNERS_IN_NEW_SESSIONS = """
+import os
+for _ in range(60):
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            pass
+while True:
+    pass
+"""
+HONEST_HALF_SECOND = ("import time\nwhile time.process_time() < 0.5:\n"
+                      "    for _ in range(20000):\n        pass\nprint('done')\n")
+CGROUPS = cgroup_plan()
+needs_cpu_cgroup = pytest.mark.skipif(not (CGROUPS.cpu_parent and CGROUPS.cpuacct_parent),
+                                      reason=f"no CPU cgroup can be made here ({CGROUPS.description})")
+
+
+@needs_cpu_cgroup
+def test_spinners_in_new_sessions_neither_starve_a_neighbour_nor_outlive_their_limit():
+    # Two workers on a 2-core host: one run forks 60 spinners, the honest one beside it
+    # needs half a second of CPU. Each worker's runs share one core's quota, so the
+    # spinners get at most their own; their CPU time, all processes together, is the
+    # attack's verdict.
+    with Sandbox(config=SandboxConfig(workers=2)) as sandbox:
+        sandbox.run_programs([("pass", "")] * 2)
+        attack = sandbox.submit(lambda: sandbox.run(SPINNERS_IN_NEW_SESSIONS, time_limit_s=2.0))
+        time.sleep(0.3)  # the spinners are up
+        honest = [sandbox.run(HONEST_HALF_SECOND, time_limit_s=1.5) for _ in range(2)]
+        attacked = attack.result(timeout=60)
+    assert [(run.status, run.stdout) for run in honest] == [("ok", b"done\n")] * 2, honest
+    assert attacked.status == "time_limit_exceeded", attacked
+    # Stopped by its processes' CPU time (2 s plus a look's slack), not by the 7 s backstop.
+    assert 2.0 <= attacked.cpu_s < 3.0 and attacked.wall_s < 5.0, attacked
+
+
+@needs_cpu_cgroup
+def test_the_cpu_time_of_processes_the_run_did_not_wait_for_counts_toward_its_limit():
+    # Four grandchildren (double forks, so the main process never waits for them and its
+    # own CPU time holds none of theirs) of 0.4 s each: 1.6 s against a 1 s limit, though
+    # no single process comes near it. Two of them (0.8 s) are within the limit.
+    program = ("import os, time\nread, write = os.pipe()\nfor _ in range({n}):\n    if os.fork() == 0:\n"
+               "        if os.fork() == 0:\n            while time.process_time() < 0.4:\n                pass\n"
+               "            os.write(write, b'x')\n        os._exit(0)\n    os.wait()\n"
+               "got = b''\nwhile len(got) < {n}:\n    got += os.read(read, 8)\nprint('done')\n")
+    with Sandbox(config=SandboxConfig(workers=1)) as sandbox:
+        four = sandbox.run(program.format(n=4), time_limit_s=1.0)
+        two = sandbox.run(program.format(n=2), time_limit_s=1.0)
+    assert four.status == "time_limit_exceeded" and four.cpu_s >= 1.0, four
+    assert (two.status, two.stdout) == ("ok", b"done\n") and 0.8 <= two.cpu_s < 1.0, two

@@ -137,10 +137,10 @@ class RunCgroup:
 
     def __init__(self, config):
         self.version = config["version"]
-        self.directories = [high_fd(config["memory_fd"])]  # kept open: they hold the lock
-        if config.get("pids_fd") is not None:  # v1: a hierarchy of its own
-            self.directories.append(high_fd(config["pids_fd"]))
-        self.directory = self.directories[0]
+        named = {name: high_fd(config[f"{name}_fd"]) for name in ("memory", "pids", "cpu", "cpuacct")
+                 if config.get(f"{name}_fd") is not None}
+        self.directories = list(named.values())  # kept open: they hold the lock
+        self.directory = named["memory"]
         limit, swap_limit, events, usage = {
             1: ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control", "memory.usage_in_bytes"),
             2: ("memory.max", None, "memory.events", "memory.current"),
@@ -155,11 +155,23 @@ class RunCgroup:
         except FileNotFoundError:  # the kernel does not account swap
             pass
         self.pids_fd = None  # v2: in the memory cgroup's directory; v1: in the pids hierarchy's
-        if self.version == 2 or len(self.directories) > 1:
+        if self.version == 2 or "pids" in named:
             try:
-                self.pids_fd = self.open("pids.max", os.O_WRONLY, self.directories[-1])
+                self.pids_fd = self.open("pids.max", os.O_WRONLY, named.get("pids", self.directory))
             except FileNotFoundError:  # v2 without the pids controller
                 pass
+        # The CPU time of all the run's processes: v2's cpu.stat (every cgroup has one), v1's
+        # cpuacct.usage, in the cpuacct hierarchy or the cpu one where the two are mounted
+        # together. Both count the leaf's processes in the worker's cgroup above it.
+        self.cpu_fd = None
+        try:
+            if self.version == 2:
+                self.cpu_fd = self.open("cpu.stat", os.O_RDONLY)
+            elif "cpuacct" in named or "cpu" in named:
+                self.cpu_fd = self.open("cpuacct.usage", os.O_RDONLY, named.get("cpuacct", named.get("cpu")))
+        except FileNotFoundError:
+            pass
+        self.cpu_quota = config.get("cpu_quota_cores")  # cores the runs get in all (None: no quota)
         # v1 counts an OOM kill in the killed process's own cgroup only (the leaf); v2 counts
         # it in every cgroup above too, and the leaf (no controller enabled for it) is charged
         # to ours anyway.
@@ -210,6 +222,16 @@ class RunCgroup:
 
     def held(self):
         return int(os.pread(self.usage_fd, 64, 0))
+
+    def cpu_seconds(self):
+        """CPU seconds the worker's runs have used, all their processes, ever (a counter)."""
+        text = os.pread(self.cpu_fd, 4096, 0)
+        if self.version == 1:
+            return int(text) / 1e9
+        for line in text.split(b"\n"):
+            if line.startswith(b"usage_usec "):
+                return int(line.split()[1]) / 1e6
+        raise OSError("cpu.stat has no usage_usec line")
 
     def released(self):
         """True when no more than CGROUP_HELD_AFTER_RUN_BYTES stay charged once the run is
@@ -884,10 +906,31 @@ def drop_capabilities():
     check(LIBC.capset(ctypes.byref(header), ctypes.byref((CapabilityData * 2)())), "capset")
 
 
-# While the worker waits for a run: [its pid, whether the backstop killed it, the wall
-# time (monotonic) and CPU time of the last look, its CPU limit, the latest time the
-# backstop may be put off to (None: no caller's deadline)].
-BACKSTOP = [None, False, 0.0, 0.0, 0.0, None]
+class RunWait:
+    """What the worker's timer handlers know of the run it waits for (one instance, WAIT)."""
+
+    __slots__ = ("pid", "killed", "last_wall", "last_cpu", "cpu_limit", "latest", "wall_deadline",
+                 "tree_cpu_base", "cores")
+
+    def __init__(self):
+        self.pid = None  # the run's main process; None while no run is waited for
+        self.killed = False  # the backstop (or a stop) killed it
+        self.last_wall = self.last_cpu = 0.0  # the last look past the wall-clock limit
+        self.cpu_limit = 0.0
+        self.latest = None  # the latest time the backstop may be put off to (None: no caller's deadline)
+        self.wall_deadline = 0.0  # monotonic time of the wall-clock limit
+        self.tree_cpu_base = None  # the cgroup's CPU counter at the fork (None: not counted there)
+        self.cores = 1.0  # the most CPU the run's processes can use together, in cores
+
+    def cpu(self):
+        """CPU seconds the run has used so far: all its processes where the cgroup counts
+        them, else its main process alone."""
+        if self.tree_cpu_base is not None:
+            return CGROUP.cpu_seconds() - self.tree_cpu_base
+        return time.clock_gettime(process_cpu_clock(self.pid))
+
+
+WAIT = RunWait()
 # A stop (SIGUSR1) that came while no run was waited for: the caller stopping the run it
 # sent (sandbox.RunStop) before its child started. Cleared as each request is read: a
 # stop the caller sent for an earlier run has been handled by then (see RunStop.stop).
@@ -899,6 +942,11 @@ STOP_REQUESTED = [False]
 # share, so the wait ends; one that stops computing is killed at the next look.
 MIN_CPU_SHARE = 0.1
 BACKSTOP_RECHECK_S = 1.0
+# Before its wall-clock limit, the run's CPU time, all its processes together, is looked
+# at as early as it could reach the limit (CPU left / the cores its processes can use),
+# and no more often than this: the main process's CPU timer stops the main process
+# precisely, and these looks stop the processes it made, which no timer of ours covers.
+MIN_TREE_LOOK_S = 0.02
 
 
 def process_cpu_clock(pid):
@@ -908,66 +956,85 @@ def process_cpu_clock(pid):
 
 
 def on_backstop(signum, frame):
-    """SIGALRM: the run's wall-clock limit. Kill its group, unless it is a computing
-    program starved of CPU (see MIN_CPU_SHARE): then look again later."""
-    pid = BACKSTOP[0]
-    if pid is None:
+    """SIGALRM: a look at the run. Kill its group when all its processes together have
+    used their CPU limit (where the cgroup counts them; then the verdict's CPU time says
+    so) or, past the wall-clock limit, when it is not a computing program starved of CPU
+    (see MIN_CPU_SHARE): then as the backstop. Otherwise look again later."""
+    if WAIT.pid is None:
         return
-    delay = starved_delay(pid)
+    try:
+        cpu = WAIT.cpu()
+    except OSError:  # gone already
+        cpu = None
+    now = time.monotonic()
+    if cpu is not None and cpu >= WAIT.cpu_limit:
+        kill_group(WAIT.pid)  # not the backstop: the CPU time measured makes it a time limit
+        return
+    if cpu is not None and now < WAIT.wall_deadline:
+        signal.setitimer(signal.ITIMER_REAL, next_look(cpu, now))
+        return
+    delay = 0 if cpu is None else starved_delay(cpu, now)
     if delay:
         signal.setitimer(signal.ITIMER_REAL, delay)
         return
-    BACKSTOP[1] = True
-    kill_group(pid)
+    WAIT.killed = True
+    kill_group(WAIT.pid)
 
 
-def starved_delay(pid):
+def next_look(cpu, now):
+    """Seconds to the next look before the wall-clock limit: when the run could reach its
+    CPU limit at the earliest, or the wall-clock limit, whichever comes first."""
+    return max(MIN_TREE_LOOK_S, min(WAIT.wall_deadline - now, (WAIT.cpu_limit - cpu) / WAIT.cores))
+
+
+def starved_delay(cpu, now):
     """Seconds to put the backstop off by, or 0 (kill now)."""
-    _, _, last_wall, last_cpu, cpu_limit, latest = BACKSTOP
-    try:
-        cpu = time.clock_gettime(process_cpu_clock(pid))
-    except OSError:  # gone already
+    last_wall, last_cpu = WAIT.last_wall, WAIT.last_cpu
+    WAIT.last_wall, WAIT.last_cpu = now, cpu
+    if cpu - last_cpu < MIN_CPU_SHARE * (now - last_wall):
         return 0
-    now = time.monotonic()
-    BACKSTOP[2:4] = [now, cpu]
-    if cpu >= cpu_limit or cpu - last_cpu < MIN_CPU_SHARE * (now - last_wall):
-        return 0
-    delay = BACKSTOP_RECHECK_S if latest is None else min(BACKSTOP_RECHECK_S, latest - now)
+    delay = BACKSTOP_RECHECK_S if WAIT.latest is None else min(BACKSTOP_RECHECK_S, WAIT.latest - now)
     return delay if delay > 0 else 0
 
 
 def on_stop(signum, frame):
     """SIGUSR1, sent by the caller to stop the run (sandbox.RunStop): kill its group now.
     Before the run's child is waited for, the stop is kept for when it is."""
-    pid = BACKSTOP[0]
-    if pid is not None:
-        BACKSTOP[1] = True
-        kill_group(pid)
+    if WAIT.pid is not None:
+        WAIT.killed = True
+        kill_group(WAIT.pid)
     else:
         STOP_REQUESTED[0] = True
 
 
-def wait_with_backstop(pid, request, started):
-    """Wait for the child; SIGKILL its group when the wall clock runs out (see on_backstop).
-    Returns (wait status, rusage, killed by the backstop).
+def wait_with_backstop(pid, request, started, tree_cpu_base):
+    """Wait for the child; SIGKILL its group when the wall clock runs out (see on_backstop),
+    or when its processes together reach the CPU limit (`tree_cpu_base`: the cgroup's CPU
+    counter at the fork, None where there is none). Returns (wait status, rusage, killed
+    by the backstop).
 
     One blocking wait4 under a real-time timer, and nothing else: until the child exits,
     every page of ours it shares that we write costs us a copy (the child's writes are its
     own cost), so the worker touches as little as it can until then (a pidfd and a poll
     object cost a few such copies per run)."""
     cap = request.get("wall_cap_s")
-    BACKSTOP[:] = [pid, False, started, 0.0, request["time_limit_s"], None if cap is None else started + cap]
-    signal.setitimer(signal.ITIMER_REAL, request["wall_limit_s"])
+    WAIT.pid, WAIT.killed, WAIT.last_wall, WAIT.last_cpu = pid, False, started, 0.0
+    WAIT.cpu_limit, WAIT.latest = request["time_limit_s"], None if cap is None else started + cap
+    WAIT.wall_deadline = started + request["wall_limit_s"]
+    WAIT.tree_cpu_base = tree_cpu_base
+    WAIT.cores = (CGROUP.cpu_quota if CGROUP is not None and CGROUP.cpu_quota else None) or len(os.sched_getaffinity(0))
+    first = request["wall_limit_s"] if tree_cpu_base is None else next_look(0.0, started)
+    signal.setitimer(signal.ITIMER_REAL, first)
     if STOP_REQUESTED[0]:  # stopped before it started: the child may not lead its group yet
-        BACKSTOP[1] = True
+        WAIT.killed = True
         os.kill(pid, signal.SIGKILL)
     try:
         _, status, rusage = os.wait4(pid, 0)  # retried after the handler (PEP 475)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        BACKSTOP[0] = None
+        WAIT.pid = None
     # A timer that fired just as the child exited by itself killed nothing of it.
-    killed = BACKSTOP[1] and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    killed = WAIT.killed and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
     return status, rusage, killed
 
 
@@ -1123,14 +1190,17 @@ def run(request, blobs, config):
         if STOP_REQUESTED[0]:  # stopped while it was being prepared: never started
             gc.unfreeze()
             return dict(NO_EXIT_STATUS, exit_code=None, wall_timeout=True, status=""), [b"", b"", b""]
+        tree_cpu_base = CGROUP.cpu_seconds() if CGROUP is not None and CGROUP.cpu_fd is not None else None
         pid = os.fork()
         if pid == 0:
             child_main(request, source if code is None else code, notes, prelude, fds[:5], limits, uid, source)
-        status, rusage, wall_timeout = wait_with_backstop(pid, request, started)
+        status, rusage, wall_timeout = wait_with_backstop(pid, request, started, tree_cpu_base)
         wall = time.monotonic() - started
         gc.unfreeze()
         os.close(fds.pop(4))  # only the child writes statuses (before reading them: the child is gone)
         sweep(uid)  # nothing to do unless the run left something (the backstop killed its group)
+        # All its processes, those it made in sessions of their own included, until the sweep.
+        tree_cpu = None if tree_cpu_base is None else CGROUP.cpu_seconds() - tree_cpu_base
         cap = request["output_bytes"]
         out = [read_back(fds[1], cap), read_back(fds[2], 4096, tail=True), read_back(fds[3], cap)]
         statuses = os.read(fds[4], 16)  # the child is gone: every write end is closed
@@ -1143,7 +1213,10 @@ def run(request, blobs, config):
         "oom_kills": settle_cgroup(),
         "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "cpu_s": rusage.ru_utime + rusage.ru_stime,
+        # The verdict's CPU time: the whole process tree's where the cgroup counts it (the
+        # main process's rusage holds only the children it waited for).
+        "cpu_s": max(rusage.ru_utime + rusage.ru_stime, tree_cpu or 0.0),
+        "cpu_of": "process" if tree_cpu is None else "tree",
         "wall_s": wall,
         "max_rss_kb": rusage.ru_maxrss,
         "wall_timeout": wall_timeout,

@@ -36,6 +36,13 @@ class CgroupPlan:
     """The same for the pids controller; None where it is missing (memory alone is used)."""
     description: str
     """What was found, or why nothing is usable."""
+    cpu_parent: str | None = None
+    """The same for the CPU controller, which holds each worker's quota of one core (v2: the
+    memory parent where `cpu` could be enabled; v1: the `cpu` hierarchy); None: no quota."""
+    cpuacct_parent: str | None = None
+    """Where each worker's CPU time is counted, its runs' whole process trees (v2: the memory
+    parent, whose `cpu.stat` every cgroup has; v1: the `cpuacct` hierarchy, which may be the
+    `cpu` one); None: only each run's main process is timed."""
 
     @property
     def available(self) -> bool:
@@ -51,9 +58,13 @@ class CgroupPlan:
 # worker's cgroup above it, out of reach of a cgroup namespace a run could make.
 CGROUP_NAME = re.compile(r"microcoder-(?:probe-)?(?P<namespace>\d+)\.(?P<pid>\d+)\.(?P<started>\d+)(?:-\d+)?")
 RUN_CGROUP = "run"
+CPU_PERIOD_US = 100_000
+RUN_CPU_QUOTA_CORES = 1
+"""The CPU a worker's runs get in all, whatever processes they make: one core, as a judge
+gives one program (runs keep one thread per library: RUN_ENVIRONMENT)."""
 _cgroup_plans: list[CgroupPlan] = []
 _cgroup_lock = threading.Lock()
-_warned_no_cgroup = False
+_warned: set[str] = set()  # what the sandbox has warned of, once per process
 _unremoved_cgroups: set[str] = set()  # worker cgroups whose rmdir failed at close
 
 
@@ -113,16 +124,17 @@ def _own_cgroup_directory(mount_root: str, mount_point: str, path: str) -> str |
     return directory if os.path.isdir(directory) else None
 
 
-def _probe(parent: str, control: str) -> str | None:
-    """None if a child cgroup can be made in `parent` and its `control` file written (then
-    removed again), else why not."""
+def _probe(parent: str, control: str, value: str | None = None) -> str | None:
+    """None if a child cgroup can be made in `parent` and its `control` file written with
+    `value` (by default, no limit), then removed again; else why not."""
     probe = os.path.join(parent, f"microcoder-probe-{_owner_tag()}")
     try:
         lock = _make_locked_cgroup(probe)
     except OSError as error:
         return f"cannot make a cgroup in {parent}: {error.strerror}"
     try:
-        value = "max" if control.endswith(".max") else str(1 << 62)
+        if value is None:
+            value = "max" if control.endswith(".max") else str(1 << 62)
         Path(probe, control).write_text(value)
         return None
     except OSError as error:
@@ -154,7 +166,7 @@ def find_cgroups(self_cgroup: str, mountinfo: str) -> CgroupPlan:
         if fstype == "cgroup2":
             mounts.setdefault("", (root, point))
         elif fstype == "cgroup":
-            for controller in ("memory", "pids"):
+            for controller in ("memory", "pids", "cpu", "cpuacct"):
                 if controller in options:
                     mounts.setdefault(controller, (root, point))
     reasons = []
@@ -168,18 +180,21 @@ def find_cgroups(self_cgroup: str, mountinfo: str) -> CgroupPlan:
                 reasons.append(f"cgroup v2 at {mounts[''][1]} gives our cgroup no memory controller "
                                "(it is bound to v1, or not enabled above us)")
             else:
-                wanted = [c for c in ("memory", "pids") if c in available]
+                wanted = [c for c in ("memory", "pids", "cpu") if c in available]
                 enabled = Path(directory, "cgroup.subtree_control").read_text().split()
                 try:
                     if any(c not in enabled for c in wanted):  # only a cgroup without processes of its own may
-                        Path(directory, "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+                        enabled = _enable_v2_controllers(directory, wanted)
                     why = _probe(directory, "memory.max")
                 except OSError as error:
                     why = f"cannot enable the memory controller below {directory}: {error.strerror}"
                 if why is None:
-                    pids = directory if "pids" in wanted else None
+                    pids = directory if "pids" in enabled else None
+                    cpu = directory if "cpu" in enabled and _probe(directory, "cpu.max", _v2_quota()) is None else None
                     return CgroupPlan(2, directory, pids, f"cgroup v2 under {directory}"
-                                      + ("" if pids else " (no pids controller)"))
+                                      + ("" if pids else " (no pids controller)")
+                                      + (", a CPU quota" if cpu else " (no CPU controller: no CPU quota)"),
+                                      cpu_parent=cpu, cpuacct_parent=directory)
                 reasons.append(f"cgroup v2: {why}")
     if "memory" not in mounts or "memory" not in own:
         reasons.append("no cgroup v1 memory hierarchy is mounted")
@@ -193,9 +208,44 @@ def find_cgroups(self_cgroup: str, mountinfo: str) -> CgroupPlan:
     if "pids" in mounts and "pids" in own:
         pids = _own_cgroup_directory(*mounts["pids"], own["pids"])
         pids = pids if pids is not None and _probe(pids, "pids.max") is None else None
+    cpu = cpuacct = None
+    if "cpu" in mounts and "cpu" in own:
+        cpu = _own_cgroup_directory(*mounts["cpu"], own["cpu"])
+        cpu = cpu if cpu is not None and _probe(cpu, "cpu.cfs_quota_us", str(_v1_quota_us())) is None else None
+    if "cpuacct" in mounts and "cpuacct" in own:
+        cpuacct = _own_cgroup_directory(*mounts["cpuacct"], own["cpuacct"])
+        if cpuacct is not None and cpuacct != cpu:  # mounted with cpu: probed with it
+            cpuacct = cpuacct if _probe(cpuacct, "cpuacct.usage", "0") is None else None
     swap = "with swap" if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")) else "no swap accounting"
     return CgroupPlan(1, memory, pids, f"cgroup v1: memory ({swap}) under {memory}, "
-                      + (f"pids under {pids}" if pids else "no pids controller"))
+                      + (f"pids under {pids}" if pids else "no pids controller") + ", "
+                      + (f"a CPU quota under {cpu}" if cpu else "no cpu controller (no CPU quota)") + ", "
+                      + (f"CPU time under {cpuacct}" if cpuacct else "no cpuacct controller (main processes timed)"),
+                      cpu_parent=cpu, cpuacct_parent=cpuacct)
+
+
+def _v1_quota_us() -> int:
+    return CPU_PERIOD_US * RUN_CPU_QUOTA_CORES
+
+
+def _v2_quota() -> str:
+    return f"{CPU_PERIOD_US * RUN_CPU_QUOTA_CORES} {CPU_PERIOD_US}"
+
+
+def _enable_v2_controllers(directory: str, wanted: list[str]) -> list[str]:
+    """Enable `wanted` below `directory` (cgroup.subtree_control) and return what was; the
+    CPU controller, which some kernels refuse where real-time processes run, is given up
+    rather than the rest."""
+    control = Path(directory, "cgroup.subtree_control")
+    try:
+        control.write_text(" ".join(f"+{c}" for c in wanted))
+        return wanted
+    except OSError:
+        if "cpu" not in wanted:
+            raise
+        rest = [c for c in wanted if c != "cpu"]
+        control.write_text(" ".join(f"+{c}" for c in rest))
+        return rest
 
 
 def cgroup_plan() -> CgroupPlan:
@@ -225,7 +275,7 @@ def reap_stale_cgroups(plan: CgroupPlan) -> list[str]:
     still holds a process stays (nothing is killed here) for a later start."""
     removed = []
     namespace = str(_pid_namespace())
-    for parent in {plan.memory_parent, plan.pids_parent} - {None}:
+    for parent in {plan.memory_parent, plan.pids_parent, plan.cpu_parent, plan.cpuacct_parent} - {None}:
         try:
             names = os.listdir(parent)
         except OSError:
@@ -315,12 +365,14 @@ def _remove_cgroup(path: str, seconds: float = 2.0) -> bool:
 
 def warn_without_cgroup(why: str) -> None:
     """The one warning per process that runs go without a cgroup (`cgroup="auto"`)."""
-    global _warned_no_cgroup
-    if not _warned_no_cgroup:
-        _warned_no_cgroup = True
-        warnings.warn(f"sandbox: {why}; runs are bounded by rlimits alone, so a run can hold memory in memfds "
-                      "and tmpfs files beyond its memory limit until it ends (docs/sandbox.md)",
-                      RuntimeWarning, stacklevel=4)
+    _warn_once("memory", f"sandbox: {why}; runs are bounded by rlimits alone, so a run can hold memory in memfds "
+                         "and tmpfs files beyond its memory limit until it ends (docs/sandbox.md)")
+
+
+def _warn_once(what: str, message: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def worker_cgroup_plan(mode: str) -> CgroupPlan:
@@ -336,6 +388,11 @@ def worker_cgroup_plan(mode: str) -> CgroupPlan:
             raise RuntimeError(f"cgroup='required': no memory cgroup can be made here ({plan.description})")
         warn_without_cgroup(f"no memory cgroup can be made here ({plan.description})")
         return plan
+    if not (plan.cpu_parent and plan.cpuacct_parent):
+        _warn_once("cpu", f"sandbox: no CPU cgroup can be made here ({plan.description}); a run's processes are "
+                          "neither held to one core together nor timed together: each is bounded by its own CPU "
+                          "timer or RLIMIT_CPU, so a run that forks spinners can starve the runs beside it until "
+                          "the wall-clock backstop (docs/sandbox.md)")
     reap_stale_cgroups(plan)
     retry_unremoved_cgroups(seconds=0)
     return plan
@@ -357,6 +414,10 @@ class WorkerCgroups:
     """Its memory cgroup's directory."""
     pids: str | None = None
     """Its pids cgroup's directory (v2: the memory cgroup's; None without the controller)."""
+    cpu: str | None = None
+    """Its CPU cgroup's directory, which holds the quota (None without one)."""
+    cpuacct: str | None = None
+    """Where its runs' CPU time is counted (v2: the memory cgroup; None without one)."""
     paths: list[str] = field(default_factory=list)
     """What `remove` removes: one directory (v2) or one per hierarchy (v1)."""
 
@@ -372,10 +433,12 @@ class WorkerCgroups:
 def make_worker_cgroups(plan: CgroupPlan, slot: int) -> tuple[WorkerCgroups, dict[str, int]]:
     """Make a worker's cgroups, each with the leaf RUN_CGROUP inside that its runs join,
     and return them with their directories, opened and locked, for the worker:
-    {"memory_fd": fd, "pids_fd": fd} (v2: one directory, no pids_fd; v1: pids_fd only
-    where the controller is there). The worker writes the limits (`memory.max` or
-    `memory.limit_in_bytes`, `pids.max`) on these, above the leaf, before every run.
-    Raises OSError, having removed what it made."""
+    {"memory_fd": fd, "pids_fd": fd, "cpu_fd": fd, "cpuacct_fd": fd} (v2: one directory,
+    memory_fd only; v1: each other fd only where its controller is there, cpuacct_fd only
+    where it is not mounted with cpu). The worker writes the limits (`memory.max` or
+    `memory.limit_in_bytes`, `pids.max`) on these, above the leaf, before every run; the
+    CPU quota (RUN_CPU_QUOTA_CORES) is written here, once. Raises OSError, having removed
+    what it made."""
     name = f"microcoder-{_owner_tag()}-{slot}"
     made = WorkerCgroups()
     fds: dict[str, int] = {}
@@ -391,6 +454,10 @@ def make_worker_cgroups(plan: CgroupPlan, slot: int) -> tuple[WorkerCgroups, dic
             for control, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
                 if os.path.exists(os.path.join(made.memory, control)):
                     Path(made.memory, control).write_text(value)
+            made.cpuacct = made.memory if plan.cpuacct_parent else None
+            if plan.cpu_parent:
+                made.cpu = made.memory
+                Path(made.cpu, "cpu.max").write_text(_v2_quota())
         else:
             # The leaf's usage must count against the limit here. Linux 5.11+ always
             # does; before, a cgroup without children could still be made to.
@@ -403,6 +470,18 @@ def make_worker_cgroups(plan: CgroupPlan, slot: int) -> tuple[WorkerCgroups, dic
                 made.pids = os.path.join(plan.pids_parent, name)
                 fds["pids_fd"] = _make_locked_cgroup(made.pids)
                 made.paths.append(made.pids)
+            if plan.cpu_parent:
+                made.cpu = os.path.join(plan.cpu_parent, name)
+                fds["cpu_fd"] = _make_locked_cgroup(made.cpu)
+                made.paths.append(made.cpu)
+                Path(made.cpu, "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+                Path(made.cpu, "cpu.cfs_quota_us").write_text(str(_v1_quota_us()))
+            if plan.cpuacct_parent is not None and plan.cpuacct_parent == plan.cpu_parent:  # "cpu,cpuacct"
+                made.cpuacct = made.cpu
+            elif plan.cpuacct_parent is not None:
+                made.cpuacct = os.path.join(plan.cpuacct_parent, name)
+                fds["cpuacct_fd"] = _make_locked_cgroup(made.cpuacct)
+                made.paths.append(made.cpuacct)
         for path in made.paths:
             os.mkdir(os.path.join(path, RUN_CGROUP), 0o755)
         return made, fds

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Literal
 
 from microcoder.evaluator._wire import read_message, write_message
-from microcoder.evaluator.cgroups import (CgroupPlan, WorkerCgroups, make_worker_cgroups, retry_unremoved_cgroups,
-                                          warn_without_cgroup, worker_cgroup_plan)
+from microcoder.evaluator.cgroups import (RUN_CPU_QUOTA_CORES, CgroupPlan, WorkerCgroups, make_worker_cgroups,
+                                          retry_unremoved_cgroups, warn_without_cgroup, worker_cgroup_plan)
 from microcoder.evaluator.isolation import Isolation, IsolationPlan, isolation_plan
 
 ZYGOTE = Path(__file__).with_name("_zygote.py")
@@ -155,7 +155,8 @@ class Worker:
             "tmp_root": tmp_root,
             "private_ipc": "--ipc" in plan.command_prefix,
             "site_paths": [*site.getsitepackages(), site.getusersitepackages()],
-            "cgroup": {"version": cgroup_plan.version, **directory_fds} if directory_fds else None,
+            "cgroup": {"version": cgroup_plan.version, **directory_fds,
+                       "cpu_quota_cores": RUN_CPU_QUOTA_CORES if self.cgroups.cpu else None} if directory_fds else None,
         }
         try:
             self.process = subprocess.Popen(
@@ -296,6 +297,8 @@ def classify(header: dict, stdout: bytes, stderr: bytes, time_limit_s: float,
             how = "stopped by the wall-clock backstop"
         elif signum in (signal.SIGKILL, signal.SIGXCPU):
             how = "stopped by the CPU timer"
+        elif header.get("cpu_of") == "tree":
+            how = "over the CPU limit, its processes together"
         else:
             how = "over the CPU limit"
         return "time_limit_exceeded", f"{how}: limit {time_limit_s}s, {cpu:.2f}s CPU and {header['wall_s']:.2f}s wall accounted"
