@@ -31,6 +31,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from microcoder.evaluator import Evaluator, EvaluatorConfig, Sample, summarize  # noqa: E402
+from microcoder.evaluator.cgroups import CGROUP_NAME, cgroup_plan  # noqa: E402
 from microcoder.evaluator.isolation import isolation_plan  # noqa: E402
 from microcoder.problems import write_problems  # noqa: E402
 from microcoder.service.config import ServeConfig  # noqa: E402
@@ -297,6 +298,47 @@ def test_oversized_bodies_are_refused(server):
         connection.close()
     status, _, body = server.request("POST", "/run_code", verl_payload("print(1)\n" + "#" * 40_000))
     assert status == 200 and body["status"] == "Success"  # under the limit
+
+
+HEAD_LIMIT = 16 * 1024
+
+
+def head_of(size: int) -> bytes:
+    """A GET /health whose request line and headers, blank line included, are `size` bytes."""
+    start, end = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ", b"\r\n\r\n"
+    return start + b"a" * (size - len(start) - len(end)) + end
+
+
+def send_raw(server: Server, pieces: list[bytes]) -> tuple[int, dict]:
+    client = socket.create_connection((server.host, server.port), timeout=30)
+    try:
+        for piece in pieces:
+            try:
+                client.sendall(piece)
+            except (BrokenPipeError, ConnectionResetError):  # refused before the rest was sent
+                break
+            if len(pieces) > 1:
+                time.sleep(0.02)  # each piece its own read
+        return read_answer(client)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("size, in_pieces", [(64_000, False), (64_000, True), (HEAD_LIMIT + 1, False),
+                                             (1 << 20, False)])
+def test_headers_over_16_kib_are_a_json_400_however_they_arrive(server, size, in_pieces):
+    head = head_of(size)
+    pieces = [head[start:start + 4096] for start in range(0, len(head), 4096)] if in_pieces else [head]
+    status, body = send_raw(server, pieces)
+    assert status == 400, body
+    assert_error_shape(body, 400, "(request)")
+    assert "16384 bytes" in body["detail"], body
+
+
+@pytest.mark.parametrize("size", [HEAD_LIMIT, HEAD_LIMIT - 1000])
+def test_headers_at_the_limit_are_read(server, size):
+    status, body = send_raw(server, [head_of(size)])
+    assert status == 200 and body["status"] == "ok", body
 
 
 def evaluate_batch():
@@ -907,6 +949,68 @@ def test_shutdown_answers_json_503_and_exits_within_the_grace(tmp_path):
     log = judge.stderr.read()
     assert "Traceback" not in log and "Error" not in log, log
     judge.stop()
+
+
+def worker_cgroups(pid: int) -> list[Path]:
+    """The cgroups the sandbox of the server with this pid made for its workers (named
+    after their maker's pid: evaluator/cgroups.py), in every hierarchy it makes them in."""
+    plan = cgroup_plan()
+    found = []
+    for parent in {plan.memory_parent, plan.pids_parent} - {None}:
+        for path in Path(parent).glob("microcoder-*"):
+            name = CGROUP_NAME.fullmatch(path.name)
+            if name and int(name.group("pid")) == pid and path.is_dir():
+                found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1])
+def test_a_stop_signal_answers_the_request_in_flight_and_leaves_no_cgroup(tmp_path, signum):
+    """SIGHUP (the terminal closed) and every other signal the server can catch stop it as
+    SIGTERM does: the request in flight answered within the grace, the "stopped" line,
+    exit status 0, and no worker, run or cgroup left behind."""
+    judge = Server(tmp_path, "--workers", "2", "--shutdown-grace", "3")
+    pid = judge.process.pid
+    made = worker_cgroups(pid)
+    if cgroup_plan().available:
+        assert len(made) >= 2, made  # the two workers' (memory, and pids where it is apart)
+    answers: list = []
+    sleeper = threading.Thread(target=lambda: answers.append(judge.request(
+        "POST", "/run_code", verl_payload("import time\ntime.sleep(1)\nprint('slept')\n"), token=None)))
+    sleeper.start()
+    assert wait_for(lambda: judge.health()["admitted"] == 1, 10)
+    family = descendants(pid)
+    judge.process.send_signal(signum)
+    assert judge.process.wait(10) == 0
+    sleeper.join(10)
+    status, _, body = answers[0]
+    assert status == 200 and body["run_result"]["stdout"] == "slept\n", body
+    assert re.search(rf"stopped [\d.]+ s after the signal \({signum.name}; grace 3 s\)", judge.process.stdout.read())
+    assert worker_cgroups(pid) == [] and all(path.exists() is False for path in made), made
+    assert wait_for(lambda: not any(alive(child) for child in family), 5)
+    log = Path(judge.stderr.name).read_text()
+    assert "Traceback" not in log, log
+    judge.stop()
+
+
+def test_the_stop_signals_are_those_that_would_end_it_but_its_own_faults():
+    from microcoder.service.app import STOP_SIGNALS
+
+    assert {signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGUSR1, signal.SIGRTMAX} <= set(
+        STOP_SIGNALS)
+    # A Python handler for a fault would return to the faulting instruction; Python ignores
+    # SIGPIPE and SIGXFSZ; SIGKILL and SIGSTOP cannot be caught.
+    assert set(STOP_SIGNALS).isdisjoint({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT,
+                                         signal.SIGTRAP, signal.SIGSYS, signal.SIGPIPE, signal.SIGXFSZ,
+                                         signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD})
+
+
+def test_serve_refuses_a_uvicorn_other_than_the_one_its_overrides_were_read_against():
+    from microcoder.service.app import UVICORN_VERSION, check_uvicorn_version
+
+    check_uvicorn_version()  # the pinned release is the one installed
+    with pytest.raises(RuntimeError, match=f"uvicorn 0.99.0 is installed.*uvicorn=={UVICORN_VERSION}"):
+        check_uvicorn_version("0.99.0")
 
 
 def partial_upload(server: Server, sent: bytes = b'{"code": "print(1)", ', declared: int = 1000) -> socket.socket:

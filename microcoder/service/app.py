@@ -8,12 +8,12 @@ admitted and not yet finished stay within `queue_limit`; otherwise it gets 503 w
 Retry-After at once. Nothing waits outside that bound.
 
 Every answer is JSON. Order of checks, each a JSON error `{"detail": ..., "field": ...}`:
-bytes that are not an HTTP request (400, `_Protocol`), headers deadline (408, `_Protocol`),
-requests in progress (503), token
-(401), shutting down (503), body size (413), body deadline (408), JSON and its nesting
-(400), lone surrogates in any string (422), fields (422), admission (503); no such path
-(404) or method (405); an error of ours (500, its traceback in the log only). Every 503
-is ours, JSON with Retry-After: uvicorn's own limit is off.
+bytes that are not an HTTP request or a head over 16 KiB (400, `_Protocol`), headers
+deadline (408, `_Protocol`), requests in progress (503), token (401), shutting down
+(503), body size (413), body deadline (408), JSON and its nesting (400), lone surrogates
+in any string (422), fields (422), admission (503); no such path (404) or method (405);
+an error of ours (500, its traceback in the log only). Every 503 is ours, JSON with
+Retry-After: uvicorn's own limit is off.
 
 Deadlines: a /run_code request is answered within its client's budget, compile_timeout +
 run_timeout + `client_grace_s` (verl's client waits that long), less REPLY_MARGIN_S for
@@ -23,9 +23,14 @@ and a client that hangs up stops its run. Waiting is never a verdict: a run that
 not get its run_timeout before the deadline because it waited is a 504 (`waited_out`),
 which verl's client retries, not a TimeLimitExceeded.
 
-Shutdown: for `shutdown_grace_s` the server keeps listening (new requests get 503) while
-the requests in progress finish; what has not finished by then is answered 503, and the
-workers are killed with their runs.
+Shutdown, at any of STOP_SIGNALS (SIGTERM, SIGINT, SIGHUP, ...): for `shutdown_grace_s`
+the server keeps listening (new requests get 503) while the requests in progress finish;
+what has not finished by then is answered 503, and the workers are killed with their
+runs and their cgroups removed.
+
+A run the sandbox could not run (its worker killed under it on both tries) is
+SandboxFusion's `SandboxError` on /run_code and a `judge_error` row on /evaluate, its
+cause one line in the log: never the program's verdict.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 
+import h11
 import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -649,16 +655,74 @@ class _StreamedBatch:
             self.client_gone.set()
 
 
+# ------------------------------------------------------------------ uvicorn's and h11's internals
+#
+# Read against uvicorn 0.54.0, which pyproject.toml pins and run_server checks
+# (check_uvicorn_version); of h11 (0.16.0 here) only public API is used: Connection,
+# its next_event, their_state and trailing_data. What is overridden, and why:
+# - `H11Protocol.__init__`'s `self.conn` (h11's connection, used by uvicorn for every
+#   parse) replaced by `_HeadLimitedConnection`;
+# - `H11Protocol.data_received` / `connection_lost` wrapped (the headers deadline), and
+#   `send_400_response` (uvicorn's answer to what h11 cannot parse) replaced;
+# - `uvicorn.Server`'s `startup`, `shutdown` and `handle_exit` wrapped, and
+#   `capture_signals` replaced (run_server holds the signal handlers instead);
+# - attributes read: `H11Protocol.cycle` (the request being answered), `.transport`,
+#   `.loop`; `Server.started`.
+
+UVICORN_VERSION = "0.54.0"
+"""The uvicorn release this section was read against (pyproject.toml pins it)."""
+HEAD_LIMIT_BYTES = 16 * 1024
+"""Largest request head (request line and headers, their line ends and the blank line
+included): h11's own limit on an incomplete one, held here on every one."""
+_HEAD_END = re.compile(rb"\n\r?\n")  # h11's end of a head (it accepts bare \n line ends)
+
+
+def check_uvicorn_version(installed: str | None = None) -> None:
+    """Raise RuntimeError unless uvicorn is UVICORN_VERSION, the release whose internals the
+    overrides below were read against."""
+    installed = uvicorn.__version__ if installed is None else installed
+    if installed != UVICORN_VERSION:
+        raise RuntimeError(f"uvicorn {installed} is installed, but microcoder serve overrides internals of uvicorn "
+                           f"{UVICORN_VERSION} (microcoder/service/app.py, its uvicorn section): "
+                           f"pip install uvicorn=={UVICORN_VERSION}")
+
+
+class _HeadLimitedConnection(h11.Connection):
+    """h11's server side, refusing a request head over HEAD_LIMIT_BYTES however its bytes
+    arrive. h11 checks its limit only while a head is incomplete, so one that arrived
+    whole in one read (a 64 KB header sent at once) was parsed at any size. Checked on the
+    bytes received and not yet parsed each time h11 is about to read a head, the next
+    pipelined one included; the refusal is h11's own RemoteProtocolError, which uvicorn
+    answers through `_Protocol.send_400_response`."""
+
+    def __init__(self) -> None:
+        super().__init__(h11.SERVER, max_incomplete_event_size=HEAD_LIMIT_BYTES)
+        self.refused: str | None = None
+
+    def next_event(self):
+        if self.refused is None and self.their_state is h11.IDLE:  # a request's head comes next
+            pending = self.trailing_data[0]
+            if len(pending) >= HEAD_LIMIT_BYTES and not _HEAD_END.search(pending, 0, HEAD_LIMIT_BYTES):
+                self.refused = f"the request line and headers are over {HEAD_LIMIT_BYTES} bytes"
+        if self.refused is not None:
+            raise h11.RemoteProtocolError(self.refused, error_status_hint=431)
+        return super().next_event()
+
+
 class _Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol (h11) with two answers of ours: what it cannot parse as a
-    request (a bad request line, headers over h11's 16 KiB, a bad Content-Length) is our
-    JSON 400 instead of its plain text (`send_400_response`, uvicorn 0.54's public method
-    for it), and headers that have not all arrived `headers_timeout_s` after their first
-    byte are a JSON 408 (uvicorn waits for them forever: each such client holds a
-    connection). The connection is closed after either."""
+    """uvicorn's HTTP/1.1 protocol (h11) with three answers of ours: what it cannot parse as
+    a request (a bad request line, a bad Content-Length) and a head over HEAD_LIMIT_BYTES
+    are our JSON 400 instead of its plain text (`send_400_response`), and headers that have
+    not all arrived `headers_timeout_s` after their first byte are a JSON 408 (uvicorn
+    waits for them forever: each such client holds a connection). The connection is closed
+    after either."""
 
     headers_timeout_s = 10.0
     headers_timer: asyncio.TimerHandle | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn = _HeadLimitedConnection()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -684,7 +748,9 @@ class _Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        self.answer_and_close(400, "Bad Request", "(request)", f"not an HTTP request this server can read: {msg}")
+        # uvicorn's `msg` is the same for every parse error; our connection says why it refused.
+        why = self.conn.refused or msg
+        self.answer_and_close(400, "Bad Request", "(request)", f"not an HTTP request this server can read: {why}")
 
     def answer_and_close(self, status: int, reason: str, field: str, detail: str) -> None:
         # Written as bytes: h11 has no request to answer (none was parsed).
@@ -692,6 +758,27 @@ class _Protocol(H11Protocol):
         self.transport.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
                              f"content-length: {len(payload)}\r\nconnection: close\r\n\r\n".encode() + payload)
         self.transport.close()
+
+
+STOP_SIGNALS: tuple[int, ...] = (
+    *(getattr(signal, name) for name in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM",
+                                         "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT", "SIGXCPU")
+      if hasattr(signal, name)),
+    *range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+"""The signals that stop the server cleanly (the grace, then every worker, run and cgroup
+closed): every signal whose default action ends a process and that it can catch, but
+those the kernel sends for a fault of the process itself (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+SIGTRAP, SIGSYS, SIGABRT: after one, nothing it does can be trusted) and those Python
+ignores (SIGPIPE, SIGXFSZ). SIGHUP is among them: a server started in a terminal that
+closes stops as it would on SIGTERM. Only SIGKILL (or a fault) leaves the workers'
+cgroups behind, for the next sandbox started to remove (evaluator/cgroups.py)."""
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # real-time signals past SIGRTMIN have no name
+        return f"signal {signum}"
 
 
 class _Server(uvicorn.Server):
@@ -702,6 +789,7 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, service: Service, url: str):
         super().__init__(config)
         self.service, self.url = service, url
+        self.stop_signal: int | None = None  # the first signal received
 
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets)
@@ -712,8 +800,10 @@ class _Server(uvicorn.Server):
                   f"token {'required' if config.token else 'off'})", flush=True)
 
     def handle_exit(self, sig: int, frame) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = sig
         self.service.begin_stop()  # new requests get 503; running batches stop at their next sample
-        super().handle_exit(sig, frame)
+        super().handle_exit(sig, frame)  # a second SIGINT skips what is left of the grace, as in uvicorn
 
     async def shutdown(self, sockets=None) -> None:
         # The grace, still listening: new requests get our 503 (not a refused connection)
@@ -724,20 +814,16 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self):
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        # run_server holds the handlers, for STOP_SIGNALS, from before the workers start to
+        # the process's end: uvicorn's cover SIGINT and SIGTERM during its own run only.
+        yield
 
 
 def run_server(config: ServeConfig) -> None:
-    """Serve until SIGINT or SIGTERM, then stop every batch and close every worker. The
-    process's last act (`microcoder serve`): it returns with the garbage collector off."""
+    """Serve until a stop signal (STOP_SIGNALS: SIGTERM, SIGINT, SIGHUP, ...), then stop
+    every batch and close every worker. The process's last act (`microcoder serve`): it
+    returns with the garbage collector off and its signal handlers still in place."""
+    check_uvicorn_version()
     service = Service(config)  # reads --problems before anything starts
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("microcoder serve: %(message)s"))
@@ -763,15 +849,21 @@ def run_server(config: ServeConfig) -> None:
                                     # uvicorn's own limit answers a plain-text 503.
                                     limit_concurrency=None, backlog=max(2048, config.queue_limit + EXTRA_REQUESTS)),
                      service, f"http://{config.host}:{port}")
+    if threading.current_thread() is threading.main_thread():  # where Python runs signal handlers
+        # Not restored: the process ends after this function, and a signal during the
+        # interpreter's teardown (whose atexit handlers retry unremoved cgroups) must not
+        # cut it short.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, server.handle_exit)
     try:
         server.run(sockets=[listener])
     finally:
         listener.close()
         service.close()  # already done by the lifespan unless startup failed; closing twice is fine
-    if service.stopping.is_set() and service.stop_deadline != float("inf"):
+    if server.stop_signal is not None and service.stop_deadline != float("inf"):
         signalled = service.stop_deadline - config.shutdown_grace_s
         print(f"microcoder serve: stopped {time.monotonic() - signalled:.2f} s after the signal "
-              f"(grace {config.shutdown_grace_s:g} s)", flush=True)
+              f"({_signal_name(server.stop_signal)}; grace {config.shutdown_grace_s:g} s)", flush=True)
     # What is left is the interpreter's teardown, whose collections over every object
     # FastAPI, pydantic and the evaluator made took 0.35 s of the 0.37 s between this
     # line and the process's end on an idle machine (up to 1.15 s were seen at load 6-10,

@@ -47,8 +47,9 @@ class ServeConfig:
     once its headers have; slower is answered 408 and the connection closed (a stalled
     client must not hold a slot or a connection)."""
     shutdown_grace_s: float = 5.0
-    """After SIGTERM or SIGINT: how long requests in progress may take to finish (new ones
-    get 503) before they are answered 503 and the workers killed."""
+    """After a stop signal (SIGTERM, SIGINT, SIGHUP, ...: app.STOP_SIGNALS): how long
+    requests in progress may take to finish (new ones get 503) before they are answered
+    503 and the workers killed."""
 
     def __post_init__(self) -> None:
         if self.mode not in JUDGE_MODES:
