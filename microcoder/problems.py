@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -225,13 +226,36 @@ def parse_problem(record: Any, path: str | Path = "<memory>", row: int = 0) -> P
         raise ProblemFormatError(path, row, field, message) from None
 
 
+# Every directory this process read problems, tests or samples from, first read first. The
+# sandboxes that judge programs hide each one from the programs they run (docs/sandbox.md,
+# "Datasets"): a program that read its test file could print the expected output.
+_data_directories: list[str] = []
+
+
+def remember_data_directory(path: str | Path) -> None:
+    """Note that data was read from `path` (a file: its directory; a directory: itself), so
+    that no sandbox of this process shows it to the programs it runs."""
+    path = os.path.realpath(path)
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    if directory not in _data_directories:
+        _data_directories.append(directory)
+
+
+def data_directories() -> tuple[str, ...]:
+    """The directories `remember_data_directory` was told of, first told first."""
+    return tuple(_data_directories)
+
+
 def iter_jsonl(
     path: str | Path, on_error: Callable[[ProblemFormatError], None] | None = None
 ) -> Iterator[tuple[int, Any]]:
     """Yield (1-based row, decoded object) for each non-blank line. A line that is not JSON
     raises ProblemFormatError with field '(json)', or, with `on_error`, is passed to it and
-    skipped. Reads `.gz` transparently."""
+    skipped. Reads `.gz` transparently. Its directory is remembered as data (hidden from
+    the programs any sandbox of this process runs)."""
     import gzip
+
+    remember_data_directory(path)
 
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:

@@ -309,6 +309,25 @@ def test_a_run_cannot_lift_its_limit_through_a_cgroup_namespace_when_runs_keep_t
 
 
 @needs_cgroup
+def test_where_runs_keep_the_callers_uid_the_hidden_directories_are_read_only(delegated_to_nobody):
+    # There a run is its namespace's root with the tmpfs's owner's uid: were the tmpfs over
+    # /home, /root, /run, /mnt writable, what one run left there the next would find.
+    (memory, pids), stage = delegated_to_nobody
+    hidden = ["/home", "/run", "/mnt", "/srv"]
+    write = ("import os\nfor d in %r:\n    try:\n        open(d + '/left', 'w').write('x')\n"
+             "        print('wrote', d)\n    except OSError as e:\n        print(e.errno)\n") % hidden
+    look = "import os\nprint(sorted(n for d in %r for n in os.listdir(d)))\n" % hidden
+    child = subprocess.run([shutil.which("unshare"), "--mount", "--propagation", "private", sys.executable, "-c",
+                            AS_NOBODY, memory, pids, str(stage)], input=json.dumps([(write, LIMIT_MB), (look, LIMIT_MB)]),
+                           capture_output=True, text=True, timeout=300, cwd=REPOSITORY)
+    assert child.returncode == 0, child.stderr
+    assert "runs keep the caller's uid" in child.stderr, child.stderr
+    wrote, looked = json.loads(child.stdout)
+    assert wrote == ["ok", "30\n" * len(hidden)], wrote  # EROFS for each
+    assert looked == ["ok", "[]\n"], looked
+
+
+@needs_cgroup
 def test_the_pids_limit_stops_a_fork_bomb_where_no_uid_of_its_own_does():
     # isolation "none": runs keep our uid, so RLIMIT_NPROC is not set, and only the pids
     # cgroup bounds them. The bomb is bounded too (300 sleeping children), in case the

@@ -2,9 +2,15 @@
 honest samples and asserts (1) the attack's verdict, (2) that the honest samples are
 still accepted, and (3) that the evaluator still works afterwards."""
 
+import fcntl
 import os
+import platform
+import shutil
 import socket
+import tempfile
 import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,6 +24,8 @@ HONEST = "print(sum(map(int, input().split())))"
 PROBLEM = stdin_problem([("1 2", "3"), ("5 5", "10")], problem_id="add", time_limit_s=1.0)
 FULL = isolation_plan("auto").switch_uid and isolation_plan("auto").isolate_filesystem
 needs_full_isolation = pytest.mark.skipif(not FULL, reason="needs root with namespaces (isolation 'full')")
+needs_the_syscall_filter = pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"),
+                                              reason="the seccomp filter is x86_64 and aarch64 only")
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +186,120 @@ def test_cannot_open_a_network_connection(evaluator):
         """
         problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0)
         assert run_attack(evaluator, attack, problem).verdict == "accepted"
+
+
+@pytest.fixture
+def host_directory():
+    """A fresh directory, readable by every uid, in a host directory that runs see (none of
+    the hidden ones): where a host service's socket or lock file could lie."""
+    for parent in ("/var/lib", "/opt", "/usr/local"):
+        if os.path.isdir(parent) and os.access(parent, os.W_OK):
+            directory = Path(tempfile.mkdtemp(prefix="microcoder-test-", dir=parent))
+            directory.chmod(0o755)
+            try:
+                yield directory
+            finally:
+                shutil.rmtree(directory)
+            return
+    pytest.skip("no host directory that runs see (/var/lib, /opt, /usr/local) is writable here")
+
+
+@needs_the_syscall_filter
+def test_cannot_connect_to_a_unix_socket_on_a_host_path(evaluator, host_directory):
+    # The network namespace keeps out the host's loopback and abstract sockets, not a socket
+    # file any uid may write (a cluster agent's, dbus's, journald's): that one is reached
+    # through the filesystem, read-only mount or not.
+    stream_path, datagram_path = str(host_directory / "stream.sock"), str(host_directory / "datagram.sock")
+    with socket.socket(socket.AF_UNIX) as listener, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as inbox:
+        listener.bind(stream_path)
+        listener.listen()
+        inbox.bind(datagram_path)
+        for path in (stream_path, datagram_path):
+            os.chmod(path, 0o777)
+        attack = f"""
+            import ctypes, multiprocessing, socket
+            stream, datagram = {stream_path!r}, {datagram_path!r}
+            def tried(attempt):
+                try:
+                    attempt()
+                    return "reached"
+                except OSError:
+                    return "refused"
+            def connect():
+                socket.socket(socket.AF_UNIX).connect(stream)
+            def send():
+                socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"x", datagram)
+            def send_from_a_pair():  # a datagram socket can send to any address, made however
+                socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0].sendto(b"x", datagram)
+            def connect_a_pair():  # a stream socket whose peer is gone
+                mine, peer = socket.socketpair()
+                peer.close()
+                mine.connect(stream)
+            def ring():  # io_uring's own socket and connect requests pass no seccomp filter
+                libc = ctypes.CDLL(None, use_errno=True)
+                if libc.syscall(425, 1, ctypes.create_string_buffer(120)) < 0:  # io_uring_setup
+                    raise OSError(ctypes.get_errno(), "io_uring_setup")
+            outcome = [tried(attempt) for attempt in (connect, send, send_from_a_pair, connect_a_pair, ring)]
+            mine, peer = socket.socketpair()  # what multiprocessing and asyncio use
+            mine.sendall(b"pair")
+            with multiprocessing.Pool(2) as pool:
+                outcome += [peer.recv(4).decode(), pool.map(abs, [-1, -2])]
+            print(3 if outcome == ["refused"] * 5 + ["pair", [1, 2]] else repr(outcome).replace(" ", ""))
+        """
+        problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0)
+        result = run_attack(evaluator, attack, problem)
+        listener.setblocking(False)
+        inbox.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+        with pytest.raises(BlockingIOError):
+            inbox.recv(1)
+    assert result.verdict == "accepted", result.detail
+
+
+@needs_the_syscall_filter
+def test_cannot_hold_a_lock_on_a_host_file(evaluator, host_directory):
+    # A lock on a file the run can read would block a host process that takes the same lock
+    # (flock against flock; a POSIX or OFD record lock against both; a lease against any
+    # writer) for as long as the run lives: up to the wall-clock backstop.
+    target = host_directory / "shared.lock"
+    target.write_text("x")
+    target.chmod(0o644)
+    attack = f"""
+        import fcntl, os, struct, time
+        fd = os.open({str(target)!r}, os.O_RDONLY)
+        def tried(attempt):
+            try:
+                attempt()
+                return "held"
+            except OSError:
+                return "refused"
+        whole_file = struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0)  # struct flock
+        outcome = [tried(attempt) for attempt in (
+            lambda: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB),
+            lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB),
+            lambda: fcntl.fcntl(fd, fcntl.F_OFD_SETLK, whole_file),
+            lambda: fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK),
+        )]
+        time.sleep(1)  # keeping whatever it got while the test looks from outside
+        print(3 if outcome == ["refused"] * 4 else repr(outcome).replace(" ", ""))
+    """
+    problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0)
+    inode, held = f":{target.stat().st_ino} ", []
+    with ThreadPoolExecutor(1) as pool, open(target) as probe:
+        judged = pool.submit(run_attack, evaluator, attack, problem)
+        while not judged.done():
+            with open("/proc/locks") as locks:  # every lock on the host, by device:inode
+                held += [line for line in locks if inode in line]
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what a host process would do
+                fcntl.flock(probe, fcntl.LOCK_UN)
+            except BlockingIOError:
+                held.append("flock")
+            time.sleep(0.005)
+        result = judged.result()
+    assert held == []
+    assert result.verdict == "accepted", result.detail
 
 
 # Searches its frames and every live container for a string "SECRET_..." longer than the

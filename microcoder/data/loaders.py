@@ -23,7 +23,7 @@ from microcoder.data.assert_tests import convert_assert_rows
 from microcoder.data.livecodebench import read_parquet_records
 from microcoder.data.records import Reject, Row, RowRejected, read_records
 from microcoder.data.sources import SOURCES, Source
-from microcoder.problems import Problem
+from microcoder.problems import Problem, remember_data_directory
 
 # A test that appears in at least this many problems of one file, and in at least
 # SHARED_TEST_FRACTION of them, is taken to belong to none of them (lcb_test_private
@@ -60,6 +60,7 @@ def load_problems(
     mbpp) need a sandbox to record their tests; without one, a `Sandbox(workers=workers)`
     is started for the conversion. Ids that repeat within the file are rejected."""
     path = Path(path)
+    remember_data_directory(path)  # its tests are hidden from the programs any sandbox here runs
     rows = list(read_parquet_records(path) if path.suffix == ".parquet" else read_records(path))
     if format == "auto":
         first = next((record for _, record, _ in rows if record is not None), None)

@@ -299,7 +299,10 @@ def isolate_filesystem(hidden, site_paths):
     keep = sorted(p for p in keep if os.path.isdir(p))
     keep = [p for p in keep if not any(p != q and is_under(p, q) for q in keep)]
     hidden = sorted({os.path.realpath(h) for h in hidden if os.path.isdir(h) and os.path.realpath(h) != "/"})
-    hidden = [h for h in hidden if not any(h != g and is_under(h, g) for g in hidden)]
+    # A directory inside the Python installation (a dataset a package ships) is covered
+    # after the installation is bound back, or the binding would show it again.
+    inside_kept = [h for h in hidden if any(is_under(h, p) for p in keep)]
+    hidden = [h for h in hidden if h not in inside_kept and not any(h != g and is_under(h, g) for g in hidden)]
     kept_fds = {p: os.open(p, os.O_PATH) for p in keep if any(is_under(p, h) for h in hidden)}
     for directory in hidden:
         shared = directory in ("/tmp", "/var/tmp", "/dev/shm")  # runs may write there; it is memory
@@ -310,6 +313,12 @@ def isolate_filesystem(hidden, site_paths):
         mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
         os.close(fd)
+    for directory in hidden:  # written only to bind the installation back: read-only from here
+        if directory not in ("/tmp", "/var/tmp", "/dev/shm"):
+            mount(None, directory, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    for directory in inside_kept:
+        if not any(is_under(p, directory) for p in keep):  # never the installation itself, nor above it
+            mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=755,size=4k")
     return read_only
 
 
@@ -827,28 +836,45 @@ class SockFprog(ctypes.Structure):
 #   on which glibc falls back to clone;
 # - mount, umount2, pivot_root and the new mount API (open_tree, move_mount, fsopen,
 #   fsconfig, fsmount, fspick, mount_setattr, open_tree_attr): refused even where a
-#   namespace slipped past the above.
+#   namespace slipped past the above;
+# - socket for AF_UNIX, and socketpair for datagram sockets: the network namespace holds
+#   only abstract sockets, and a socket file on a host path the run can see (a cluster
+#   agent's, dbus's, journald's; read-only mounts do not stop a connect) would take its
+#   connection. A datagram socket sends to any address however it was made; a stream or
+#   seqpacket pair (multiprocessing, asyncio) is connected for good, so it stays;
+# - io_uring_setup, io_uring_enter and io_uring_register: a ring's requests (its own socket
+#   and connect among them) are made by the kernel, past this filter;
+# - flock, and fcntl's F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW and F_SETLEASE: a lock
+#   or lease on a host file the run can read would block a host process that takes it, for
+#   as long as the run lives. Refused (EPERM), not answered 0 with nothing held: a program
+#   locking its own files (sqlite3 on a file) fails, saying so, rather than lose the
+#   exclusion it asked for in silence. F_GETLK and F_OFD_GETLK stay.
 RUN_REFUSED_SYSCALLS = {
     "x86_64": (0xC000003E, {
         "keyring": (248, 249, 250), "namespaces": (272, 308),
         "mounts": (165, 166, 155, 428, 429, 430, 431, 432, 433, 442, 467),
-        "clone": 56, "clone3": 435}),
+        "io_uring": (425, 426, 427), "flock": 73,
+        "clone": 56, "clone3": 435, "socket": 41, "socketpair": 53, "fcntl": 72}),
     "aarch64": (0xC00000B7, {
         "keyring": (217, 218, 219), "namespaces": (97, 268),
         "mounts": (40, 39, 41, 428, 429, 430, 431, 432, 433, 442, 467),
-        "clone": 220, "clone3": 435}),
+        "io_uring": (425, 426, 427), "flock": 32,
+        "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199, "fcntl": 25}),
 }
 # CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
 # CLONE_NEWNET (CLONE_NEWTIME, 0x80, is part of clone's exit signal, and only clone3 and
 # unshare take it).
 CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+AF_UNIX, SOCK_DGRAM, SOCK_TYPE_MASK = 1, 2, 0xF  # socket(2): the type's low bits, below its flags
+F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE = 6, 7, 37, 38, 1024
 ENOSYS, EPERM = 38, 1
 
 
 def run_syscall_filter():
-    """A seccomp program refusing with EPERM the calls of RUN_REFUSED_SYSCALLS (and, on
-    x86_64, every x32 and 32-bit entry point, under whose numbers they would slip through),
-    clone3 with ENOSYS; None on other architectures. Installed on the worker, so every run,
+    """A seccomp program refusing with EPERM the calls of RUN_REFUSED_SYSCALLS (clone,
+    socket, socketpair and fcntl only with the arguments said there; and, on x86_64, every
+    x32 and 32-bit entry point, under whose numbers they would slip through), clone3 with
+    ENOSYS; None on other architectures. Installed on the worker, so every run,
     and every process a run makes, has it."""
     import platform
 
@@ -856,9 +882,11 @@ def run_syscall_filter():
         return None
     arch, calls = RUN_REFUSED_SYSCALLS[platform.machine()]
     load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+    mask = 0x54  # BPF_ALU|BPF_AND|K
     allow, errno = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | the errno
-    nr, arch_offset, first_argument = 0, 4, 16  # offsets in seccomp_data (the low half of args[0])
-    refused = [*calls["keyring"], *calls["namespaces"], *calls["mounts"]]
+    # offsets in seccomp_data; of an argument, the low half (the kernel reads these as ints)
+    nr, arch_offset, first_argument, second_argument = 0, 4, 16, 24
+    refused = [*calls["keyring"], *calls["namespaces"], *calls["mounts"], *calls["io_uring"], calls["flock"]]
     program = [  # jump targets by name, resolved below
         (load, 0, 0, arch_offset),
         (jeq, 1, 0, arch),
@@ -867,9 +895,19 @@ def run_syscall_filter():
         (jge, "refuse", 0, 0x40000000),  # x32
         *[(jeq, "refuse", 0, number) for number in refused],
         (jeq, "no such call", 0, calls["clone3"]),
-        (jeq, 0, "allow", calls["clone"]),
-        (load, 0, 0, first_argument),  # clone's flags
+        (jeq, "clone", 0, calls["clone"]),
+        (jeq, "socket", 0, calls["socket"]),
+        (jeq, "socketpair", 0, calls["socketpair"]),
+        (jeq, "fcntl", "allow", calls["fcntl"]),
+        "clone", (load, 0, 0, first_argument),  # the flags
         (jset, "refuse", "allow", CLONE_NEW_FLAGS),
+        "socket", (load, 0, 0, first_argument),  # the family
+        (jeq, "refuse", "allow", AF_UNIX),
+        "socketpair", (load, 0, 0, second_argument),  # the type
+        (mask, 0, 0, SOCK_TYPE_MASK),
+        (jeq, "refuse", "allow", SOCK_DGRAM),
+        "fcntl", (load, 0, 0, second_argument),  # the command
+        *[(jeq, "refuse", 0, command) for command in (F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE)],
         "allow", (ret, 0, 0, allow),
         "refuse", (ret, 0, 0, errno | EPERM),
         "no such call", (ret, 0, 0, errno | ENOSYS),

@@ -38,6 +38,7 @@ from microcoder.evaluator._wire import read_message, write_message
 from microcoder.evaluator.cgroups import (RUN_CPU_QUOTA_CORES, CgroupPlan, WorkerCgroups, make_worker_cgroups,
                                           retry_unremoved_cgroups, warn_without_cgroup, worker_cgroup_plan)
 from microcoder.evaluator.isolation import Isolation, IsolationPlan, isolation_plan
+from microcoder.problems import data_directories
 
 ZYGOTE = Path(__file__).with_name("_zygote.py")
 STATUSES = (
@@ -119,8 +120,28 @@ class ProgramRun:
 
 
 def _default_hidden_paths(extra: Sequence[str]) -> list[str]:
+    """The directories a worker covers with an empty tmpfs. `/run` (and `/var/run`, where it
+    is not a link to it) holds the host's service sockets (dbus, journald, the container
+    runtime's) and pid and lock files: none of it is a run's business."""
     home = os.path.expanduser("~")
-    return ["/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/mnt", "/media", "/srv", home, os.getcwd(), *extra]
+    return ["/root", "/home", "/run", "/var/run", "/tmp", "/var/tmp", "/dev/shm", "/mnt", "/media", "/srv",
+            home, os.getcwd(), *extra]
+
+
+# What a worker never hides, though data was read there: the system's directories and
+# those above them (the Python installation is bound back under a hidden directory, the
+# system's libraries and programs are not).
+SYSTEM_DIRECTORIES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
+                      "/sys", "/usr")
+
+
+def hideable(directories: Sequence[str]) -> list[str]:
+    """The data directories a worker can cover with an empty tmpfs: all but a system
+    directory, one inside a system directory, or one above any."""
+    def system(directory: str) -> bool:
+        return directory == "/" or any(directory == top or directory.startswith(top + "/") or
+                                       top.startswith(directory.rstrip("/") + "/") for top in SYSTEM_DIRECTORIES)
+    return [directory for directory in directories if not system(directory)]
 
 
 class Worker:
@@ -131,6 +152,7 @@ class Worker:
         slot = next(_slots)
         self.uid = 100_000 + (os.getpid() % 32768) * 4096 + slot % 4096 if plan.switch_uid else None
         self._own_tmp: str | None = None
+        self.data_directories = data_directories() if plan.isolate_filesystem else ()  # hidden from its runs
         self.unswept = False  # a run may have left processes the worker did not kill
         self.cgroups = WorkerCgroups()  # none until made
         directory_fds: dict[str, int] = {}
@@ -151,7 +173,7 @@ class Worker:
         zygote_config = {
             "uid": self.uid,
             "isolate_filesystem": plan.isolate_filesystem,
-            "hidden_paths": _default_hidden_paths(config.hidden_paths),
+            "hidden_paths": [*_default_hidden_paths(config.hidden_paths), *hideable(self.data_directories)],
             "tmp_root": tmp_root,
             "private_ipc": "--ipc" in plan.command_prefix,
             "site_paths": [*site.getsitepackages(), site.getusersitepackages()],
@@ -200,6 +222,11 @@ class Worker:
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def shows_data(self) -> bool:
+        """Whether this process read data from a directory since this worker started, which
+        its runs therefore see: it is replaced by a worker that hides that one too."""
+        return self.plan.isolate_filesystem and self.data_directories != data_directories()
 
     def run(self, request: dict, source: bytes, stdin: bytes) -> tuple[dict, list[bytes]]:
         self.unswept = True  # until the worker's reply says it cleaned up after the run
@@ -430,7 +457,7 @@ class Sandbox:
         ran, or how the worker died under it (a str: the worker is retired)."""
         worker = self._take_idle()
         try:
-            if worker is None or not worker.alive:
+            if worker is None or not worker.alive or worker.shows_data():
                 if worker is not None:
                     dead, worker = worker, None  # back in the pool as "not started" should a start fail
                     self._retire(dead)
