@@ -4,6 +4,7 @@ and pass rates need the sandbox; nothing reads ../shared."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 
 from microcoder.data.export import parquet_row_to_problem
 from microcoder.data.config import load_build_config
-from microcoder.data.pipeline import build, run_stage
+from microcoder.data.pipeline import MissingInput, build, run_stage
 from microcoder.data.stages import STAGES, read_stage_problems
 from microcoder.problems import read_problems
 
@@ -140,6 +141,33 @@ def test_datasheet_lists_counts_reasons_and_figures(built):
         assert (export_dir / figure).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_datasheet_names_each_evaluation_set_with_its_sha256(built):
+    config, manifests, _ = built
+    digest = hashlib.sha256((FIXTURES / "evalset.jsonl").read_bytes()).hexdigest()
+    assert manifests["decontaminate"]["extra"]["eval_sets"] == {
+        "evalset": {"problems": 2, "rejected": 0, "files": {str(FIXTURES / "evalset.jsonl"): digest}}}
+    sheet = (config.stage_dir("export") / "datasheet.md").read_text()
+    row = next(line for line in sheet.splitlines() if line.startswith("| evalset |"))
+    assert row.startswith("| evalset | 2 | 0 | ") and row.endswith(f"evalset.jsonl | `{digest}` |"), row
+
+
+def test_an_edited_evaluation_set_reruns_decontaminate(tmp_path):
+    eval_set = tmp_path / "evalset.jsonl"
+    eval_set.write_bytes((FIXTURES / "evalset.jsonl").read_bytes())
+    config = load_build_config(write_config(tmp_path, sources=[{"path": str(FIXTURES / "hf_rows.jsonl")}],
+                                            validate={"run_references": False},
+                                            decontaminate={"eval_sets": [{"name": "evalset", "path": str(eval_set)}]}))
+    build(config, log=lambda _: None)
+    # The eval set gains a copy of a corpus problem: decontaminate must see it, not skip.
+    eval_set.write_text(eval_set.read_text() + (FIXTURES / "hf_rows.jsonl").read_text().splitlines()[1] + "\n")
+    logs: list[str] = []
+    manifests = build(config, log=logs.append)
+    assert [line.endswith("skipped") for line in logs] == [True, True, True, False, False, False, False]
+    assert manifests["decontaminate"]["counts"]["removed"] == 1
+    assert manifests["decontaminate"]["extra"]["eval_sets"]["evalset"]["files"] == {
+        str(eval_set): hashlib.sha256(eval_set.read_bytes()).hexdigest()}
+
+
 def test_rerun_skips_done_stages_and_a_config_change_reruns_from_its_stage(built, tmp_path):
     config, _, _ = built
     logs: list[str] = []
@@ -165,21 +193,25 @@ def test_a_broken_line_in_a_stage_file_is_rejected_not_fatal(tmp_path):
     assert [(r.row, r.field) for r in rejects] == [(1, "tests"), (3, "(json)"), (4, "tests")]
 
 
-def test_hf_saved_dataset_directory_and_missing_source(tmp_path):
+def test_hf_saved_dataset_directory(tmp_path):
     datasets = pytest.importorskip("datasets")
     rows = [json.loads(line) for line in (FIXTURES / "hf_rows.jsonl").read_text().splitlines()]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "saved"))
-    config = load_build_config(write_config(tmp_path, sources=[{"path": f"hf:{tmp_path / 'saved'}", "name": "saved"},
-                                                         {"path": str(tmp_path / "missing.jsonl")}]))
+    config = load_build_config(write_config(tmp_path, sources=[{"path": f"hf:{tmp_path / 'saved'}", "name": "saved"}]))
     manifest = run_stage(config, "ingest", log=lambda _: None)
     problems = read_problems(config.stage_dir("ingest") / "problems.jsonl")
     # null-filled Arrow columns are dropped, so the copy without a starter still reads
     assert [p.id for p in problems] == ["hfset/product-copy", "hfset/reverse"]
     assert problems[0].metadata["source_file"] == f"hf:{tmp_path / 'saved'}"
-    rejects = [json.loads(line) for line in (config.stage_dir("ingest") / "rejects.jsonl").read_text().splitlines()]
-    assert [(r["row"], r["field"], r["reason"]) for r in rejects] == [(0, "(source)", "unreadable source")]
-    assert manifest["extra"]["per_source"] == {"saved": {"problems": 2, "rejected": 0},
-                                               "missing": {"problems": 0, "rejected": 1}}
+    assert manifest["extra"]["per_source"] == {"saved": {"problems": 2, "rejected": 0}}
+
+
+def test_a_missing_source_stops_ingest_before_it_writes(tmp_path):
+    config = load_build_config(write_config(tmp_path, sources=[{"path": str(FIXTURES / "hf_rows.jsonl")},
+                                                         {"path": str(tmp_path / "missing.jsonl")}]))
+    with pytest.raises(MissingInput, match=rf"^sources\[1\]\.path: {tmp_path / 'missing.jsonl'}: No such file"):
+        run_stage(config, "ingest", log=lambda _: None)
+    assert not (tmp_path / "work").exists()
 
 
 def test_cli_single_stage_needs_its_input_and_build_runs(tmp_path):

@@ -1,10 +1,15 @@
 """Fault injection for the data tools: damaged files keep every readable row.
 
 Each case damages a file the way disks, downloads and editors do (a .gz cut at several
-offsets, a byte that is not UTF-8, rows in other encodings, a row of 100 MB) and checks
-the promise of docs/data_pipeline.md ("Resuming, caching, errors"): every readable row is
-kept, only what cannot be read is rejected, named by file and row; outputs are written
-whole or not at all; the same inputs give the same bytes under any hash seed.
+offsets, a byte that is not UTF-8, rows in other encodings, a row of 100 MB), or the
+machine under a build (a full disk, a read-only one, a second build on the same work_dir,
+an evaluation set that is not there), and checks the promise of docs/data_pipeline.md
+("Resuming, caching, errors"): every readable row is kept, only what cannot be read is
+rejected, named by file and row; outputs are written whole or not at all; the same inputs
+give the same bytes under any hash seed; a fault of the machine or a missing input stops
+the build with one line naming what failed, and leaves no output that looks finished.
+The tmpfs cases mount one (they need root) and are skipped, saying why, where that fails;
+the simulated full disk runs everywhere.
 
     python -m tests.test_faults_data        # every case, then "N cases, F failures"
     pytest tests/test_faults_data.py        # the same cases as tests (the 100 MB row is slow)
@@ -12,14 +17,18 @@ whole or not at all; the same inputs give the same bytes under any hash seed.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import traceback
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,11 +37,13 @@ from typer.testing import CliRunner
 
 from microcoder.data.config import load_build_config
 from microcoder.data.loaders import load_problems
-from microcoder.data.pipeline import run_stage
+from microcoder.data.pipeline import LOCK_FILE, run_stage
 from microcoder.data.records import read_records
 from microcoder.problems import read_problems
 
 ROWS = 400
+REPO = Path(__file__).resolve().parent.parent
+EVAL_SET = REPO / "tests" / "fixtures" / "data" / "evalset.jsonl"
 
 
 def codeforces_rows(count: int = ROWS) -> list[bytes]:
@@ -236,6 +247,260 @@ def row_of_100_mb(folder: Path) -> None:
     assert "not JSON" in records[1][2]
 
 
+# ------------------------------------------------------- faults of the machine under a build
+
+
+def build_config(folder: Path, work: Path, eval_set: Path = EVAL_SET, **sections) -> Path:
+    """A build config over 12 canonical problems with one hidden test each, no sandbox run
+    (no references), so that every stage runs in a second and the export holds them all."""
+    source = folder / "rows.jsonl"
+    source.write_text("".join(json.dumps({"id": f"task-{index}", "prompt": f"Task {index}: print the hidden value.",
+                                          "kind": "stdin", "source": "fixture",
+                                          "tests": [{"input": "", "output": f"{1000003 + 7919 * index}\n"}]}) + "\n"
+                              for index in range(12)))
+    config = {"work_dir": str(work), "progress": False, "sources": [{"path": str(source), "name": "rows"}],
+              "validate": {"run_references": False}, "amplify": {"keep_unverified": True},
+              "decontaminate": {"eval_sets": [{"name": "evalset", "path": str(eval_set)}]}, **sections}
+    path = folder / "data.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def data_command(*arguments: str, env: dict[str, str] | None = None):
+    from microcoder.cli import app
+
+    return CliRunner().invoke(app, ["data", *arguments], env=env)
+
+
+def one_error_line(result) -> str:
+    """The command's error: exit 2 and one line, its last (after the logs of stages that
+    ran), no traceback."""
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and lines[-1].startswith("error: ") and "Traceback" not in result.output \
+        and sum(line.startswith("error") for line in lines) == 1, (result.exit_code, result.output, result.exception)
+    return lines[-1]
+
+
+def temporaries(work: Path) -> list[str]:
+    return sorted(str(path.relative_to(work)) for path in work.rglob("*") if path.name.endswith(".tmp"))
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@contextmanager
+def mounted_tmpfs(path: Path, options: str):
+    """A tmpfs mounted at `path` (mounting needs root, CAP_SYS_ADMIN); the case is skipped,
+    saying why, where it cannot be mounted."""
+    path.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    except FileNotFoundError:
+        pytest.skip("no `mount` command here; the simulated full disk still runs")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (uid {os.getuid()}: {done.stderr.strip()}); the simulated full disk still runs")
+    try:
+        yield path
+    finally:
+        done = subprocess.run(["umount", str(path)], capture_output=True, text=True)
+        if done.returncode != 0:  # busy: a file left open on it (whose space a full disk does not get back)
+            subprocess.run(["umount", "--lazy", str(path)], check=True)
+            raise AssertionError(f"{path} was still in use after the case: {done.stderr.strip()}")
+
+
+@contextmanager
+def filled(disk: Path, leave: int):
+    """`disk` filled with a file of zeros, to `leave` free bytes."""
+    status = os.statvfs(disk)
+    filler = disk / "filler"
+    with open(filler, "wb") as handle:
+        handle.write(bytes(status.f_bavail * status.f_frsize - leave))
+    try:
+        yield
+    finally:
+        filler.unlink()
+
+
+@contextmanager
+def parquet_writes_fail():
+    """Every Parquet write puts part of a file down, then fails as a full disk does."""
+    import pyarrow.parquet as pq
+
+    original = pq.write_table
+
+    def failing(table, where, *args, **kwargs):
+        part = b"PAR1 and no more"
+        Path(where).write_bytes(part) if isinstance(where, (str, os.PathLike)) else where.write(part)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    pq.write_table = failing
+    try:
+        yield
+    finally:
+        pq.write_table = original
+
+
+def export_fails_whole(folder: Path, work: Path, full_disk) -> None:
+    """The export of a build, on a disk that `full_disk()` makes full: with no export before,
+    it leaves none; rerun over a finished export, it leaves that export as it was; the
+    error is one line naming the file it could not write; no temporary is left. With room,
+    it is written whole."""
+    config = build_config(folder, work)
+    result = data_command("build", "--config", str(config))
+    assert result.exit_code == 0, result.output
+    export = work / "export"
+    shutil.rmtree(export)  # every stage done but the export
+    with full_disk():
+        result = data_command("export", "--config", str(config))
+    assert not export.exists() and temporaries(work) == [], (sorted(files_of(export)) if export.exists() else None,
+                                                              temporaries(work))
+    line = one_error_line(result)
+    assert "No space left on device" in line and f"error: {work}/" in line, line
+    result = data_command("export", "--config", str(config))
+    assert result.exit_code == 0 and "export: 12 in, 12 out" in result.output, result.output
+    manifest = json.loads((export / "manifest.json").read_text())
+    assert all((export / name).is_file() for name in manifest["outputs"])
+    before = files_of(export)
+    config = build_config(folder, work, export={"validation_fraction": 0.5})  # the export alone reruns
+    with full_disk():
+        result = data_command("export", "--config", str(config))
+    assert files_of(export) == before and temporaries(work) == []
+    assert "No space left on device" in one_error_line(result)
+    result = data_command("export", "--config", str(config))
+    assert result.exit_code == 0 and json.loads((export / "split.json").read_text())["validation_fraction"] == 0.5
+
+
+def export_on_a_full_tmpfs(folder: Path) -> None:
+    with mounted_tmpfs(folder / "disk", "size=4m") as disk:
+        # 24 KiB free: the corpus's small files fit, a Parquet file or a figure does not
+        export_fails_whole(folder, disk / "work", lambda: filled(disk, leave=24 * 1024))
+
+
+def export_when_a_write_fails(folder: Path) -> None:
+    export_fails_whole(folder, folder / "work", parquet_writes_fail)
+
+
+def read_only_work_dir(folder: Path) -> None:
+    # A real read-only mount as root (root writes through file modes), a folder without
+    # write permission otherwise.
+    if os.getuid() == 0:
+        with mounted_tmpfs(folder / "disk", "size=1m,ro") as disk:
+            read_only_build(folder, disk / "work", "Read-only file system")
+    else:
+        (folder / "disk").mkdir(mode=0o555)
+        read_only_build(folder, folder / "disk" / "work", "Permission denied")
+
+
+def read_only_build(folder: Path, work: Path, cause: str) -> None:
+    config = build_config(folder, work)
+    assert one_error_line(data_command("build", "--config", str(config))) == f"error: {work}: {cause}"
+    result = data_command("build", "--config", str(config), env={"MICROCODER_TRACEBACK": "1"})
+    assert result.exit_code == 2 and "Traceback" in result.output and f"error: {work}: {cause}" in result.output
+
+
+HOLD_LOCK = """
+import fcntl, os, sys
+descriptor = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(descriptor, fcntl.LOCK_EX)
+os.write(descriptor, f"{os.getpid()}\\n".encode())
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def second_build_is_refused(folder: Path) -> None:
+    # Another process holds the work_dir's lock: a build is refused, naming its pid, and
+    # writes nothing; once it ends, the build runs.
+    work = folder / "work"
+    work.mkdir()
+    config = build_config(folder, work)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(work / LOCK_FILE)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        line = one_error_line(data_command("build", "--config", str(config)))
+        assert f"{work} is in use by another build (pid {holder.pid}" in line, line
+        assert sorted(os.listdir(work)) == [LOCK_FILE]
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    result = data_command("build", "--config", str(config))
+    assert result.exit_code == 0 and "built 12 problems" in result.output, result.output
+
+
+def build_waits_for_the_lock_when_asked(folder: Path) -> None:
+    # This process holds the lock; a build with --wait-lock says whom it waits for, and
+    # runs when the lock is released.
+    work = folder / "work"
+    work.mkdir()
+    config = build_config(folder, work)
+    descriptor = os.open(work / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    os.write(descriptor, f"{os.getpid()}\n".encode())
+    waiter = subprocess.Popen([sys.executable, "-m", "microcoder.cli", "data", "build", "--config", str(config),
+                               "--wait-lock"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        first = waiter.stdout.readline()
+        assert first.startswith(f"waiting for the build of pid {os.getpid()} to release"), first
+        assert not (work / "ingest").exists()
+    finally:
+        os.close(descriptor)
+    rest = waiter.stdout.read()
+    assert waiter.wait(timeout=120) == 0 and "built 12 problems" in rest, rest
+
+
+def missing_eval_set_stops_before_ingest(folder: Path) -> None:
+    work = folder / "work"
+    missing = folder / "gone" / "HumanEval.jsonl.gz"
+    config = build_config(folder, work, eval_set=missing)
+    line = one_error_line(data_command("build", "--config", str(config)))
+    assert line == f"error: decontaminate.eval_sets[0].path (evalset): {missing}: No such file or directory; " \
+                   "no stage was run", line
+    assert not work.exists()
+
+
+def unusable_eval_set_stops_decontaminate(folder: Path) -> None:
+    # An evaluation set that is there but gives no problem (no loader reads its rows) stops
+    # the build at decontaminate: nothing after it claims a decontaminated corpus.
+    work = folder / "work"
+    eval_set = folder / "not_problems.jsonl"
+    eval_set.write_text('{"question": "what?"}\n')
+    config = build_config(folder, work, eval_set=eval_set)
+    line = one_error_line(data_command("build", "--config", str(config)))
+    assert line.startswith("error: decontaminate.eval_sets[0] (evalset): ") and \
+        line.endswith("; nothing was decontaminated"), line
+    assert (work / "dedup" / "manifest.json").exists()
+    assert not (work / "decontaminate" / "manifest.json").exists() and not (work / "export").exists()
+
+
+def writers_of_one_file(folder: Path) -> None:
+    # Two writers of one file at once (here one inside the other) each write a temporary
+    # of their own: both finish, and the file is the last one renamed, whole.
+    from microcoder.data.stages import write_lines_atomic
+
+    path = folder / "out.jsonl"
+
+    def outer_lines():
+        yield "outer 1"
+        write_lines_atomic(path, ["inner"])
+        yield "outer 2"
+
+    write_lines_atomic(path, outer_lines())
+    assert path.read_text() == "outer 1\nouter 2\n" and os.listdir(folder) == ["out.jsonl"]
+
+    # A write that fails leaves the file as it was, removes its temporary and names the file.
+    def cut_lines():
+        yield "new 1"
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as raised:
+        write_lines_atomic(path, cut_lines())
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(path))
+    assert path.read_text() == "outer 1\nouter 2\n" and os.listdir(folder) == ["out.jsonl"]
+
+
 CASES = {
     **{f"truncated .jsonl.gz at {fraction:.0%}": (lambda folder, fraction=fraction: truncated_gz(folder, fraction))
        for fraction in (0.02, 0.25, 0.5, 0.75, 0.99, 1.0)},
@@ -246,6 +511,14 @@ CASES = {
     "convert is atomic": convert_is_atomic,
     "decontaminate is the same under any hash seed": decontaminate_same_under_any_hash_seed,
     "a row of 100 MB": row_of_100_mb,
+    "two writers of one file": writers_of_one_file,
+    "export on a full tmpfs": export_on_a_full_tmpfs,
+    "export when a write fails (simulated full disk)": export_when_a_write_fails,
+    "read-only work_dir": read_only_work_dir,
+    "a second build on a locked work_dir is refused": second_build_is_refused,
+    "a build waits for the lock when asked": build_waits_for_the_lock_when_asked,
+    "a missing evaluation set stops the build before ingest": missing_eval_set_stops_before_ingest,
+    "an evaluation set that gives no problem stops decontaminate": unusable_eval_set_stops_decontaminate,
 }
 SLOW = {"a row of 100 MB"}
 
@@ -263,6 +536,8 @@ def main() -> int:
             try:
                 case(Path(folder))
                 print(f"ok    {name}")
+            except pytest.skip.Exception as skipped:
+                print(f"skip  {name}: {skipped.msg}")
             except Exception:  # noqa: BLE001 - a failed case is reported and counted
                 failures += 1
                 print(f"FAIL  {name}\n{traceback.format_exc()}")

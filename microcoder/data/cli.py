@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import traceback
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
+from microcoder.data.config import PipelineConfig, load_build_config
 from microcoder.data.sources import formats_help
 
 data_app = typer.Typer(help="Convert and build problem sets.", no_args_is_help=True, rich_markup_mode=None)
@@ -24,15 +29,17 @@ def convert(
 ) -> None:
     """Convert a public problem set into the canonical format (docs/formats.md)."""
     from microcoder.data.loaders import load_problems
+    from microcoder.data.stages import write_lines_atomic
 
     try:
         problems, rejected = load_problems(input, format=format, workers=workers)
-    except ValueError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from None
-    if rejects is not None:
-        _write_atomically(rejects, (reject.to_json() for reject in rejected))
-    _write_atomically(out, (problem.model_dump_json(exclude_defaults=False) for problem in problems))
+        # Each file written whole or not at all: a conversion cut short (an error, a signal,
+        # a full disk) leaves the previous file as it was, never half of a new one.
+        if rejects is not None:
+            write_lines_atomic(rejects, (reject.to_json() for reject in rejected))
+        write_lines_atomic(out, (problem.model_dump_json(exclude_defaults=False) for problem in problems))
+    except (ValueError, OSError) as error:
+        _fail(error)
     by_reason = Counter(reject.reason for reject in rejected)
     shown: Counter[str] = Counter()
     for reject in rejected:
@@ -49,19 +56,17 @@ def convert(
         typer.echo(f"  dropped tests {count:5d}  {reason}")
 
 
-def _write_atomically(path: Path, lines) -> None:
-    """Write `lines` to `path` whole or not at all: a conversion cut short (an error, a
-    signal) leaves the previous file as it was, never half of a new one."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            for line in lines:
-                handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+def _fail(error: BaseException) -> NoReturn:
+    """Print what failed as one line and exit 2; with MICROCODER_TRACEBACK=1 set (as for the
+    other commands), the traceback first."""
+    if os.environ.get("MICROCODER_TRACEBACK"):
+        traceback.print_exception(error)
+    if isinstance(error, OSError) and error.filename is not None:
+        message = f"{error.filename}: {error.strerror or error}"  # a full or read-only disk: where
+    else:
+        message = str(error)
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2) from None
 
 
 # ------------------------------------------------------------------- the pipeline
@@ -69,19 +74,31 @@ def _write_atomically(path: Path, lines) -> None:
 # (docs/data_pipeline.md). All read one YAML config (configs/data/*.yaml).
 
 _CONFIG_HELP = "Pipeline config (YAML), e.g. configs/data/shared.yaml."
+_WAIT_LOCK_HELP = PipelineConfig.model_fields["wait_lock"].description.rstrip(".") + " (the config's `wait_lock`)."
 
 
-def _load_pipeline_config(config: Path, no_progress: bool):
-    from microcoder.data.config import load_build_config
-
+def _load_pipeline_config(config: Path, no_progress: bool, wait_lock: bool) -> PipelineConfig:
     try:
         loaded = load_build_config(config)
     except (OSError, ValueError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from None
+        _fail(error)
     if no_progress:
         loaded.progress = False
+    if wait_lock:
+        loaded.wait_lock = True
     return loaded
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """What stops a build (a missing input, a locked work_dir, a full or read-only disk, a
+    config a stage refuses) is one line and exit 2."""
+    from microcoder.data.pipeline import MissingInput, WorkDirLocked
+
+    try:
+        yield
+    except (MissingInput, WorkDirLocked, OSError, ValueError) as error:
+        _fail(error)
 
 
 @data_app.command("build")
@@ -89,15 +106,17 @@ def build_command(
     config: Path = typer.Option(..., "--config", exists=True, dir_okay=False, help=_CONFIG_HELP),
     force: bool = typer.Option(False, "--force", help="Rerun every stage even when its manifest matches."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs, CI)."),
+    wait_lock: bool = typer.Option(False, "--wait-lock", help=_WAIT_LOCK_HELP),
 ) -> None:
     """Run every stage: ingest, validate, dedup, decontaminate, difficulty, export (done stages are skipped)."""
     import time
 
     from microcoder.data.pipeline import build
 
-    loaded = _load_pipeline_config(config, no_progress)
+    loaded = _load_pipeline_config(config, no_progress, wait_lock)
     started = time.monotonic()
-    manifests = build(loaded, force=force, log=typer.echo)
+    with _one_line_errors():
+        manifests = build(loaded, force=force, log=typer.echo)
     export_dir = loaded.stage_dir("export")
     typer.echo(f"built {manifests['export']['counts']['out']} problems in {time.monotonic() - started:.0f} s "
                f"-> {export_dir} (datasheet.md)")
@@ -108,15 +127,13 @@ def _stage_command(stage: str, summary: str):
         config: Path = typer.Option(..., "--config", exists=True, dir_okay=False, help=_CONFIG_HELP),
         force: bool = typer.Option(False, "--force", help="Rerun even when the stage's manifest matches."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs, CI)."),
+        wait_lock: bool = typer.Option(False, "--wait-lock", help=_WAIT_LOCK_HELP),
     ) -> None:
-        from microcoder.data.pipeline import MissingInput, run_stage
+        from microcoder.data.pipeline import run_stage
 
-        loaded = _load_pipeline_config(config, no_progress)
-        try:
+        loaded = _load_pipeline_config(config, no_progress, wait_lock)
+        with _one_line_errors():
             run_stage(loaded, stage, force=force, log=typer.echo)
-        except MissingInput as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(2) from None
 
     command.__doc__ = summary
     data_app.command(stage)(command)

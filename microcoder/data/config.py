@@ -315,6 +315,8 @@ with warnings.catch_warnings():
         samples on problems with no limit of their own (judges' limits are set for C++)."""
         progress: bool = True
         """Show a progress bar per stage."""
+        wait_lock: bool = False
+        """When another build holds the work_dir's lock, wait for it to end instead of stopping."""
         validate: ValidateConfig = Field(default_factory=ValidateConfig)
         dedup: DedupConfig = Field(default_factory=DedupConfig)
         decontaminate: DecontaminateConfig = Field(default_factory=DecontaminateConfig)

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from microcoder.data.config import PipelineConfig
-from microcoder.data.stages import STAGES, read_json_lines, read_manifest
+from microcoder.data.stages import STAGES, read_json_lines, read_manifest, write_lines_atomic, written_atomically
 from microcoder.problems import Problem
 
 
@@ -45,8 +45,11 @@ def _bar_chart(path: Path, counts: dict[str, int], title: str, xlabel: str) -> N
     axes.set_title(title)
     axes.set_xlabel(xlabel)
     figure.tight_layout()
-    figure.savefig(path, dpi=80)
-    plt.close(figure)
+    try:
+        with written_atomically(path, binary=True) as handle:
+            figure.savefig(handle, dpi=80, format="png")
+    finally:
+        plt.close(figure)
 
 
 def _varied(items: list[dict], count: int) -> list[dict]:
@@ -219,13 +222,25 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
                   f"expected results permuted at the checker's levels were all accepted, {sum(p['changed'] for p in permuted)} "
                   "of them permutations that exact comparison rejects; each reference passed with its checker.", ""]
     lines += time_limit_section(problems, config)
-    eval_sets = (manifests.get("decontaminate") or {}).get("extra", {}).get("eval_sets", {})
-    if eval_sets:
-        lines += ["## Evaluation sets decontaminated against", "", "| set | problems |", "|---|---:|"]
-        lines += [f"| {k} | {v} |" for k, v in eval_sets.items()] + [""]
+    lines += eval_sets_section((manifests.get("decontaminate") or {}).get("extra", {}).get("eval_sets", {}), config)
     lines += licence_section(problems)
-    (out_dir / "datasheet.md").write_text("\n".join(lines) + "\n")
+    write_lines_atomic(out_dir / "datasheet.md", lines)
     return ["sources.png", "difficulty.png"]
+
+
+def eval_sets_section(eval_sets: dict[str, dict], config: PipelineConfig) -> list[str]:
+    """The evaluation sets the decontaminate stage used, each file with its sha256, so a
+    reader can check that the sets they evaluate on are the ones removed from the corpus."""
+    lines = ["## Evaluation sets decontaminated against", ""]
+    if not eval_sets:
+        return lines + ["None: the config names no evaluation set, and nothing was decontaminated.", ""]
+    lines += ["| set | problems | rows rejected (not matched) | file | sha256 |", "|---|---:|---:|---|---|"]
+    for name, used in eval_sets.items():
+        files = used["files"] or {"(a hub dataset: no local file)": ""}
+        for path, digest in files.items():
+            lines.append(f"| {name} | {used['problems']} | {used['rejected']} | {_relative(path, config)} | "
+                         f"{f'`{digest}`' if digest else ''} |")
+    return lines + [""]
 
 
 ADEQUACY_FILE = "adequacy.json"

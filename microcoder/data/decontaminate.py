@@ -12,6 +12,10 @@ evaluation problem it matched, when
 - **identical tests**: its normalised test set equals an evaluation problem's, with at
   least `min_tests_for_identical` tests.
 
+An evaluation set that is missing, cannot be read or gives no problem stops the build
+(`remove_contaminated`); the manifest, and the datasheet after it, name each set used
+with the sha256 of each of its files.
+
 Limitation: evaluation rows the loaders reject (e.g. interactive problems) are not
 matched; a training copy of one is usually rejected by the same rule.
 """
@@ -22,7 +26,7 @@ from collections import Counter, defaultdict
 
 from microcoder.data.dedup import normalise_statement, normalised_tests
 from microcoder.data.config import PipelineConfig
-from microcoder.data.stages import Removal, StageContext, StageOutput
+from microcoder.data.stages import MissingInput, Removal, StageContext, StageOutput, file_sha256
 from microcoder.problems import Problem
 
 
@@ -86,19 +90,28 @@ class ContaminationIndex:
 
 
 def remove_contaminated(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
-    from microcoder.data.ingest import ingest_source_cached, source_name
+    """The stage. An evaluation set that cannot be read, or gives no problem, stops it:
+    a corpus decontaminated against less than its config names must not be labelled clean.
+    The manifest records each set's problem count and the sha256 of each file read."""
+    from microcoder.data.ingest import ingest_source_cached, source_files, source_name
 
     settings = config.decontaminate
     cache_dir = config.stage_dir("decontaminate") / "eval_sets"
     eval_problems: list[tuple[str, Problem]] = []
-    sizes: dict[str, int] = {}
-    rejects = []
-    for eval_set in settings.eval_sets:
+    used: dict[str, dict] = {}
+    for position, eval_set in enumerate(settings.eval_sets):
         name = source_name(eval_set)
         loaded, rejected, _ = ingest_source_cached(config, eval_set, context, cache_dir)
-        rejects.extend(r for r in rejected if r.reason == "unreadable source")  # a missing eval set must be seen
+        what = f"decontaminate.eval_sets[{position}] ({name})"
+        failed = [reject for reject in rejected if reject.reason == "unreadable source"]
+        if failed:
+            raise MissingInput(f"{what}: {failed[0].message}; nothing was decontaminated")
+        if not loaded:
+            raise MissingInput(f"{what}: {eval_set.path} gave no problem ({len(rejected)} rows rejected); "
+                               "nothing was decontaminated")
         eval_problems.extend((name, problem) for problem in loaded)
-        sizes[name] = len(loaded)
+        used[name] = {"problems": len(loaded), "rejected": len(rejected),
+                      "files": {str(path): file_sha256(path) for path in source_files(config, eval_set)}}
     index = ContaminationIndex(eval_problems, settings.ngram, settings.common_ngram_max, settings.min_tests_for_identical)
     kept: list[Problem] = []
     removals: list[Removal] = []
@@ -111,4 +124,4 @@ def remove_contaminated(problems: list[Problem], config: PipelineConfig, context
             else:
                 reason, match, detail = found
                 removals.append(Removal(problem.id, problem.source, "decontaminate", reason, detail, match))
-    return StageOutput(kept, removals, rejects, extra={"eval_sets": sizes})
+    return StageOutput(kept, removals, [], extra={"eval_sets": used})

@@ -28,6 +28,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from microcoder.data.stages import written_atomically
 from microcoder.policy.prompts import build_messages
 from microcoder.problems import Problem
 
@@ -64,11 +65,8 @@ def _write_rows(rows: list[dict], path: str | Path) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows), str(temporary))
-    temporary.replace(path)
+    with written_atomically(Path(path), binary=True) as handle:
+        pq.write_table(pa.Table.from_pylist(rows), handle)
     return len(rows)
 
 

@@ -15,6 +15,9 @@
   (`prompt` = the chat messages with the starter code, `problem_id`).
 - `datasheet.md` + `sources.png` + `difficulty.png` (datasheet.py).
 - `all_rejects.jsonl`: every malformed record of every stage, with file, row and field.
+
+`export_corpus` writes into the folder it is given; the pipeline gives it a temporary
+folder and renames that into `work_dir/export/` whole, its manifest inside.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.data.config import PipelineConfig
-from microcoder.data.stages import StageContext, StageOutput, read_json_lines, write_lines_atomic
+from microcoder.data.stages import StageContext, StageOutput, read_json_lines, write_lines_atomic, written_atomically
 from microcoder.problems import Problem
 
 
@@ -66,18 +69,16 @@ def write_parquet(path: Path, problems: list[Problem]) -> None:
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pylist([problem_to_parquet_row(p) for p in problems], schema=arrow_schema())
-    temporary = path.with_name(path.name + ".tmp")
-    pq.write_table(table, temporary, row_group_size=256)
-    temporary.replace(path)
+    with written_atomically(path, binary=True) as handle:
+        pq.write_table(table, handle, row_group_size=256)
 
 
-def export_corpus(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def export_corpus(problems: list[Problem], config: PipelineConfig, context: StageContext, out_dir: Path) -> StageOutput:
     from microcoder.data.datasheet import write_datasheet
     from microcoder.data.stages import STAGES
 
     from microcoder.data.engines import split_of, write_trl_parquet, write_verl_parquet
 
-    out_dir = config.stage_dir("export")
     name = config.export.name
     with context.progress("export", 5) as advance:
         write_lines_atomic(out_dir / f"{name}.jsonl", (p.model_dump_json() for p in problems))

@@ -4,9 +4,11 @@ A source is a local file in any loader format (docs/formats.md), a canonical JSO
 or `hf:NAME[:split]` read with `datasets` (rows are written to a temporary JSONL file
 and go through the same loaders, so a Hugging Face copy of LiveCodeBench converts like
 the file). Each source is cached on its own under `ingest/sources/`, keyed by its
-content and settings: a rerun after adding a source converts only that one, and a
-source that fails as a whole (missing file, unknown format) becomes one reject instead
-of stopping the build.
+content and settings: a rerun after adding a source converts only that one. A file the
+config names that is missing or unreadable stops the build before it starts
+(`pipeline.check_inputs`); a source that fails as a whole otherwise (a format no loader
+detects, a hub dataset that does not load) becomes one reject instead of stopping the
+build. A full or read-only disk stops the build.
 
 Provenance added to every problem's metadata: `pipeline_source` (the source's name in
 the config) and `source_path` (the path or `hf:` spec as configured); the loaders
@@ -28,6 +30,7 @@ from microcoder.data.loaders import detect_format, load_problems
 from microcoder.data.sources import SOURCES, licence_of
 from microcoder.data.records import Reject, read_records
 from microcoder.data.stages import (
+    DISK_FAULTS,
     StageContext,
     StageOutput,
     file_hash,
@@ -61,28 +64,45 @@ def parse_hf_spec(spec: str) -> tuple[str, str | None]:
     return (name, split or None) if name else (body, None)
 
 
+def source_files(config: PipelineConfig, source: SourceConfig) -> list[Path]:
+    """The local files a source is read from: its file, or an `hf:` source's data files and
+    the files of its saved-dataset folder (none for a hub name)."""
+    if not source.path.startswith("hf:"):
+        return [config.resolve(source.path)]
+    name, _ = parse_hf_spec(source.path)
+    paths = [config.resolve(f) for f in source.data_files or []]
+    local = config.resolve(name)
+    if local.is_dir():
+        paths += sorted(p for p in local.rglob("*") if p.is_file())
+    return paths
+
+
+def source_inputs(config: PipelineConfig, source: SourceConfig, field: str) -> list[tuple[str, Path]]:
+    """(what the config calls it, path) for each file the config names for `source` (read
+    by `field`): its file or data files, and its date table."""
+    if source.path.startswith("hf:"):
+        named = [(f"{field}.data_files[{index}]", config.resolve(path)) for index, path in enumerate(source.data_files or [])]
+    else:
+        named = [(f"{field}.path", config.resolve(source.path))]
+    if source.dates:
+        named.append((f"{field}.dates", config.resolve(source.dates)))
+    return named
+
+
 def _source_fingerprint(config: PipelineConfig, source: SourceConfig) -> str:
     """Hash of a source's settings and content (file bytes, data files, saved dataset files)."""
     parts: list[Any] = [source.path, source.format, source.licence, source.name, source.dates]
     if source.dates:
         table = config.resolve(source.dates)
         parts.append(file_hash(table) if table.is_file() else f"missing:{table}")
-    paths: list[Path] = []
-    if source.path.startswith("hf:"):
-        name, _ = parse_hf_spec(source.path)
-        paths = [config.resolve(f) for f in source.data_files or []]
-        local = config.resolve(name)
-        if local.is_dir():
-            paths += sorted(p for p in local.rglob("*") if p.is_file())
-    else:
-        paths = [config.resolve(source.path)]
-    for path in paths:
+    for path in source_files(config, source):
         parts.append(file_hash(path) if path.is_file() else f"missing:{path}")
     return sha256_of(*parts)
 
 
-def sources_fingerprint(config: PipelineConfig) -> str:
-    return sha256_of(*(_source_fingerprint(config, source) for source in config.sources))
+def sources_fingerprint(config: PipelineConfig, sources: list[SourceConfig]) -> str:
+    """Hash of the settings and contents of `sources` (the config's sources or eval sets)."""
+    return sha256_of(*(_source_fingerprint(config, source) for source in sources))
 
 
 # ------------------------------------------------------------------------ reading
@@ -154,6 +174,8 @@ def load_source(config: PipelineConfig, source: SourceConfig, context: StageCont
                 raise FileNotFoundError(f"no such file: {path}")
             problems, rejects = _load_file(path, source, context)
     except Exception as error:  # noqa: BLE001 - one bad source must not stop the build
+        if isinstance(error, OSError) and error.errno in DISK_FAULTS:
+            raise  # the machine's fault, not the source's
         return [], [Reject(display, 0, "(source)", "unreadable source", f"{type(error).__name__}: {error}", None)]
     if source.dates:
         try:

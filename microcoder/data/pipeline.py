@@ -14,8 +14,16 @@ per dropped problem, with its reason and match), `rejects.jsonl` (malformed reco
 file, row, field) and `manifest.json`. The manifest holds the hash of the stage's
 input (the upstream manifests' output hashes) and of its config section; a stage
 whose manifest matches is skipped, so a rerun after an interruption or a config edit
-redoes only what changed. Files are written to a temporary name and renamed, so an
-interrupted stage leaves no half-written output that could be taken for a finished one.
+redoes only what changed. A stage removes its manifest before it writes and writes it
+last; each file goes to a temporary name of its own and is renamed, and the export is
+written into a temporary folder renamed into place whole: an interrupted or failed stage
+leaves no output that could be taken for a finished one.
+
+Before anything is written, every file the config names for the stages to run (sources,
+date tables, evaluation sets, adopted caches) must be there and readable, or the build
+stops with one line naming the first one missing. One build at a time writes a work_dir:
+it holds an exclusive lock on `work_dir/build.lock` (which holds its pid); another is
+refused, naming that pid, or waits for it with `wait_lock`.
 
 This file runs the stages; what they share (records, context, files) is `stages.py`,
 the config `config.py`.
@@ -29,18 +37,27 @@ Choices of ours (the paper describes the corpus, not the pipeline):
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from microcoder.data.config import PipelineConfig
 from microcoder.data.stages import (
     STAGES,
+    MissingInput,
     StageContext,
     StageOutput,
     file_hash,
+    fresh_folder_beside,
     read_manifest,
     read_stage_problems,
+    remove_leftovers,
+    replace_folder,
     sha256_of,
     write_json_atomic,
     write_lines_atomic,
@@ -72,17 +89,19 @@ def stage_config(config: PipelineConfig, stage: str) -> dict[str, Any]:
 
 def _input_hash(config: PipelineConfig, stage: str) -> str | None:
     """Ingest: the sources' contents. Later stages: the output hashes of every upstream
-    stage (None when one has not run)."""
-    if stage == "ingest":
-        from microcoder.data.ingest import sources_fingerprint
+    stage (None when one has not run), and for decontaminate its evaluation sets' contents."""
+    from microcoder.data.ingest import sources_fingerprint
 
-        return sources_fingerprint(config)
+    if stage == "ingest":
+        return sources_fingerprint(config, config.sources)
     hashes = []
     for upstream in STAGES[: STAGES.index(stage)]:
         manifest = read_manifest(config, upstream)
         if manifest is None:
             return None
         hashes.append(manifest["output_hash"])
+    if stage == "decontaminate":  # an evaluation set's content changed: decontaminate again
+        hashes.append(sources_fingerprint(config, config.decontaminate.eval_sets))
     return sha256_of(hashes)
 
 
@@ -95,15 +114,98 @@ def is_done(config: PipelineConfig, stage: str) -> bool:
             and manifest.get("config_hash") == sha256_of(stage_config(config, stage)))
 
 
-class MissingInput(RuntimeError):
-    """A single stage was asked to run before the stage it reads from."""
+def named_inputs(config: PipelineConfig, stage: str) -> list[tuple[str, Path]]:
+    """(what the config calls it, path) for every local file `stage` reads that the config
+    names. An `hf:` hub name or saved-dataset folder is not among them (a folder that is not
+    there reads as a hub name): its failure is the ingest reject at row 0."""
+    from microcoder.data.ingest import source_inputs, source_name
+
+    if stage == "ingest":
+        return [named for index, source in enumerate(config.sources)
+                for named in source_inputs(config, source, f"sources[{index}]")]
+    if stage == "validate" and config.validate.reference_timings_from is not None:
+        return [("validate.reference_timings_from", config.resolve(config.validate.reference_timings_from))]
+    if stage == "decontaminate":
+        return [(f"{what} ({source_name(eval_set)})", path)
+                for index, eval_set in enumerate(config.decontaminate.eval_sets)
+                for what, path in source_inputs(config, eval_set, f"decontaminate.eval_sets[{index}]")]
+    if stage == "amplify" and config.amplify.answers_from is not None:
+        return [("amplify.answers_from", config.resolve(config.amplify.answers_from))]
+    return []
+
+
+def check_inputs(config: PipelineConfig, stages: tuple[str, ...] | list[str]) -> None:
+    """Raise MissingInput, naming the first file missing or unreadable, unless every file
+    the config names for `stages` can be read. Writes nothing."""
+    unreadable = []
+    for stage in stages:
+        for what, path in named_inputs(config, stage):
+            try:
+                with open(path, "rb") as handle:
+                    handle.read(1)
+            except OSError as error:
+                unreadable.append(f"{what}: {path}: {error.strerror or error}")
+    if unreadable:
+        more = f" (and {len(unreadable) - 1} more inputs)" if len(unreadable) > 1 else ""
+        raise MissingInput(f"{unreadable[0]}{more}; no stage was run")
+
+
+LOCK_FILE = "build.lock"
+"""In work_dir: locked (fcntl.flock) by the build writing there, and holding its pid."""
+
+
+class WorkDirLocked(RuntimeError):
+    """Another build holds the work_dir's lock."""
+
+
+@contextmanager
+def work_dir_lock(config: PipelineConfig, log: Callable[[str], None] = print) -> Iterator[None]:
+    """Hold the exclusive lock of the config's work_dir: raise WorkDirLocked naming the
+    holder's pid, or with `config.wait_lock` wait for it. The kernel releases the lock when
+    its holder exits, however it ends, so a killed build leaves no stale lock. Holding it,
+    the temporary files of killed writers are removed."""
+    work_dir = config.resolve(config.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    path = work_dir / LOCK_FILE
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip() or "unknown"
+            if not config.wait_lock:
+                raise WorkDirLocked(f"{work_dir} is in use by another build (pid {holder}, lock {path}); "
+                                    "wait for it to end, or pass --wait-lock") from None
+            log(f"waiting for the build of pid {holder} to release {path}")
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+        remove_leftovers(work_dir)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def run_stage(config: PipelineConfig, stage: str, force: bool = False, context: StageContext | None = None,
               log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run one stage (unless its manifest says it is done) and return its manifest."""
+    """Run one stage (unless its manifest says it is done) and return its manifest. Called
+    without a context, it checks the stage's inputs and holds the work_dir's lock while it
+    runs; `build` does both for every stage and passes its context."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+    if context is not None:
+        return _run_stage(config, stage, force, context, log)
+    check_inputs(config, [stage])
+    with work_dir_lock(config, log):
+        context = StageContext(config, force=force)
+        try:
+            return _run_stage(config, stage, force, context, log)
+        finally:
+            context.close()
+
+
+def _run_stage(config: PipelineConfig, stage: str, force: bool, context: StageContext,
+               log: Callable[[str], None]) -> dict[str, Any]:
     if not force and is_done(config, stage):
         manifest = read_manifest(config, stage)
         log(f"{stage}: up to date ({manifest['counts']['out']} problems), skipped")
@@ -113,26 +215,41 @@ def run_stage(config: PipelineConfig, stage: str, force: bool = False, context: 
         previous = STAGES[STAGES.index(stage) - 1]
         raise MissingInput(f"{stage} reads the output of {previous}, which has not run: "
                            f"run `microcoder data {previous}` or `microcoder data build` first")
-    own_context = context is None
-    context = context or StageContext(config, force=force)
-    started = time.monotonic()
-    out_dir = config.stage_dir(stage)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        if stage == "ingest":
-            from microcoder.data.ingest import ingest_sources
+    final_dir = config.stage_dir(stage)
+    if stage != "export":
+        final_dir.mkdir(parents=True, exist_ok=True)
+        (final_dir / "manifest.json").unlink(missing_ok=True)  # written last: until then the stage is not done
+        manifest = _write_stage(config, stage, input_hash, context, final_dir)
+    else:
+        # Written into a folder of its own and renamed into place whole: a reader finds the
+        # previous export or this one, never a part of one, and a failed export leaves the
+        # previous one as it was.
+        out_dir = fresh_folder_beside(final_dir)
+        try:
+            manifest = _write_stage(config, stage, input_hash, context, out_dir)
+            replace_folder(out_dir, final_dir)
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+    log(f"{stage}: {manifest['counts']['in']} in, {manifest['counts']['out']} out, "
+        f"{manifest['counts']['removed']} removed, {manifest['counts']['rejected']} rejected ({manifest['seconds']} s)")
+    return manifest
 
-            result = ingest_sources(config, context)
-            count_in = len(result.problems) + len(result.rejects)
-        else:
-            previous_dir = config.stage_dir(STAGES[STAGES.index(stage) - 1])
-            problems, input_rejects = read_stage_problems(previous_dir / "problems.jsonl", stage)
-            result = _run_on_problems(stage, problems, config, context)
-            result.rejects[:0] = input_rejects
-            count_in = len(problems) + len(input_rejects)
-    finally:
-        if own_context:
-            context.close()
+
+def _write_stage(config: PipelineConfig, stage: str, input_hash: str, context: StageContext,
+                 out_dir: Path) -> dict[str, Any]:
+    """Run `stage` and write its outputs into `out_dir`, its manifest last."""
+    started = time.monotonic()
+    if stage == "ingest":
+        from microcoder.data.ingest import ingest_sources
+
+        result = ingest_sources(config, context)
+        count_in = len(result.problems) + len(result.rejects)
+    else:
+        previous_dir = config.stage_dir(STAGES[STAGES.index(stage) - 1])
+        problems, input_rejects = read_stage_problems(previous_dir / "problems.jsonl", stage)
+        result = _run_on_problems(stage, problems, config, context, out_dir)
+        result.rejects[:0] = input_rejects
+        count_in = len(problems) + len(input_rejects)
     outputs = ["problems.jsonl", "removed.jsonl", "rejects.jsonl"]
     write_lines_atomic(out_dir / "problems.jsonl", (p.model_dump_json() for p in result.problems))
     write_lines_atomic(out_dir / "removed.jsonl", (r.to_json() for r in result.removals))
@@ -151,12 +268,11 @@ def run_stage(config: PipelineConfig, stage: str, force: bool = False, context: 
         "extra": result.extra,
     }
     write_json_atomic(out_dir / "manifest.json", manifest)
-    log(f"{stage}: {count_in} in, {len(result.problems)} out, {len(result.removals)} removed, "
-        f"{len(result.rejects)} rejected ({manifest['seconds']} s)")
     return manifest
 
 
-def _run_on_problems(stage: str, problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def _run_on_problems(stage: str, problems: list[Problem], config: PipelineConfig, context: StageContext,
+                     out_dir: Path) -> StageOutput:
     if stage == "validate":
         from microcoder.data.validate import validate_problems
 
@@ -180,7 +296,7 @@ def _run_on_problems(stage: str, problems: list[Problem], config: PipelineConfig
     if stage == "export":
         from microcoder.data.export import export_corpus
 
-        return export_corpus(problems, config, context)
+        return export_corpus(problems, config, context, out_dir)
     raise ValueError(f"unknown stage {stage!r}")
 
 
@@ -188,12 +304,15 @@ def build(config: PipelineConfig, force: bool = False, generator: Any = None,
           log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
     """Run every stage in order, skipping those already done; returns their manifests.
     `force` reruns all of them and re-reads every source (the content-keyed caches of
-    reference verdicts and pass rates still apply)."""
-    context = StageContext(config, generator=generator, force=force)
-    manifests = {}
-    try:
-        for stage in STAGES:
-            manifests[stage] = run_stage(config, stage, force=force, context=context, log=log)
-    finally:
-        context.close()
+    reference verdicts and pass rates still apply). Every input is checked, and the
+    work_dir locked, before the first stage runs."""
+    check_inputs(config, STAGES)
+    with work_dir_lock(config, log):
+        context = StageContext(config, generator=generator, force=force)
+        manifests = {}
+        try:
+            for stage in STAGES:
+                manifests[stage] = run_stage(config, stage, force=force, context=context, log=log)
+        finally:
+            context.close()
     return manifests

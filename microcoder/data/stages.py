@@ -3,19 +3,24 @@
 A stage is a function (problems, config, context) -> `StageOutput`: the problems it keeps,
 a `Removal` per problem it drops and a `Reject` per malformed record. Under
 `work_dir/<stage>/` the orchestrator (`pipeline.py`) writes them with the helpers here
-(atomically: a temporary name, then a rename) beside the stage's `manifest.json`.
+beside the stage's `manifest.json`. Every file is written whole or not at all: to a
+temporary name of its own in the target's folder (so two writers never share one), then
+renamed; a write that fails removes its temporary, and its error names the target.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import secrets
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from microcoder.data.config import PipelineConfig
 from microcoder.data.records import Reject
@@ -88,6 +93,15 @@ class StageContext:
             yield lambda n=1: bar.advance(task, n)
 
 
+class MissingInput(RuntimeError):
+    """An input the build needs is absent or cannot be read: a file the config names, or the
+    output of the stage a single stage reads from. Raised before anything is written."""
+
+
+DISK_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Errors of the machine, not of a record: they stop the build, never become a reject."""
+
+
 def sha256_of(*parts: Any) -> str:
     digest = hashlib.sha256()
     for part in parts:
@@ -95,25 +109,98 @@ def sha256_of(*parts: Any) -> str:
     return digest.hexdigest()[:20]
 
 
-def file_hash(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, in full (what `sha256sum` prints)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()[:20]
+    return digest.hexdigest()
+
+
+def file_hash(path: Path) -> str:
+    return file_sha256(path)[:20]
+
+
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def temporary_name(target: Path) -> Path:
+    """A name beside `target` that no other writer uses: `.<name>.<pid>-<random>.tmp`."""
+    return target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")
+
+
+def naming_path(error: OSError, path: Path) -> OSError:
+    """`error` with `path` as its filename when it names none (a failed write on a full
+    disk names no file; pyarrow's errors neither), so its one line says where."""
+    if error.filename is not None or error.errno is None:
+        return error
+    return OSError(error.errno, os.strerror(error.errno), str(path))
+
+
+@contextmanager
+def written_atomically(path: Path, binary: bool = False) -> Iterator[IO]:
+    """A file open for writing, synced and renamed onto `path` when the block ends: `path`
+    is written whole or not at all. When the block raises, the file is closed and removed
+    at once (a removed file still open keeps its space on a full disk), and an OSError
+    names `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = temporary_name(path)
+    try:
+        with open(temporary, "wb" if binary else "w", encoding=None if binary else "utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        raise naming_path(error, path) from error
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
+    """Write `lines` to `path` whole or not at all."""
+    with written_atomically(path) as handle:
         for line in lines:
             handle.write(line + "\n")
-    os.replace(temporary, path)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     write_lines_atomic(path, [json.dumps(data, indent=2, ensure_ascii=False, default=str)])
+
+
+def fresh_folder_beside(target: Path) -> Path:
+    """A new empty folder beside `target`, to be put in its place by `replace_folder`."""
+    folder = temporary_name(target)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def replace_folder(folder: Path, target: Path) -> None:
+    """Put `folder` at `target` whole: the old `target` is moved aside, `folder` renamed in,
+    the old one removed. Between the two renames there is no `target`, never a mix of two."""
+    aside = None
+    if target.exists():
+        aside = temporary_name(target)
+        os.rename(target, aside)
+    try:
+        os.rename(folder, target)
+    except OSError:
+        if aside is not None:
+            os.rename(aside, target)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside)
+
+
+def remove_leftovers(work_dir: Path) -> None:
+    """Remove the temporary files and folders of writers that were killed (a writer that
+    fails removes its own). Only under the work_dir's lock: no writer is running then."""
+    for leftover in sorted(work_dir.rglob(f".*{TEMPORARY_SUFFIX}"), reverse=True):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
 
 
 def read_json_lines(path: Path) -> list[dict]:
