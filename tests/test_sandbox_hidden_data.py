@@ -98,3 +98,19 @@ def test_data_inside_the_python_installation_is_hidden_and_imports_still_work():
 def test_system_directories_and_those_above_them_are_never_hidden():
     assert hideable(["/", "/usr", "/usr/share/datasets", "/etc", "/var/lib/data", "/opt/x", "/work/shared/data"]) \
         == ["/var/lib/data", "/opt/x", "/work/shared/data"]
+
+
+def test_a_data_builds_work_dir_and_sources_are_remembered_as_data(tmp_path):
+    from microcoder.data.config import PipelineConfig
+    from microcoder.data.loaders import load_problems
+    from microcoder.data.pipeline import work_dir_lock
+
+    config = PipelineConfig(sources=[], progress=False, work_dir=str(tmp_path / "work"))
+    with work_dir_lock(config):
+        assert str((tmp_path / "work").resolve()) in data_directories()
+    source = tmp_path / "sources" / "problems.jsonl"
+    source.parent.mkdir()
+    source.write_text('{"id": "no known source format"}\n')
+    with pytest.raises(ValueError, match="cannot detect the format"):
+        load_problems(source)  # remembered before a row is read, whatever follows
+    assert str(source.parent.resolve()) in data_directories()

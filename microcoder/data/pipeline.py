@@ -62,7 +62,7 @@ from microcoder.data.stages import (
     write_json_atomic,
     write_lines_atomic,
 )
-from microcoder.problems import Problem
+from microcoder.problems import Problem, remember_data_directory
 
 PIPELINE_VERSION = 6
 """Part of every stage's config hash: bump when a stage's behaviour changes."""
@@ -166,6 +166,7 @@ def work_dir_lock(config: PipelineConfig, log: Callable[[str], None] = print) ->
     the temporary files of killed writers are removed."""
     work_dir = config.resolve(config.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
+    remember_data_directory(work_dir)  # hidden from the programs the stages run (docs/sandbox.md)
     path = work_dir / LOCK_FILE
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
