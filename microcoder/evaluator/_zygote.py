@@ -146,7 +146,10 @@ class RunCgroup:
             2: ("memory.max", None, "memory.events", "memory.current"),
         }[self.version]
         leaf = RUN_CGROUP + "/"
-        self.join_fds = [self.open(leaf + "cgroup.procs", os.O_WRONLY, directory) for directory in self.directories]
+        # A run joins the memory and pids leaves (v2: the one leaf of all controllers); the
+        # worker stays out of them, so the OOM killer there finds only the run.
+        joined = [named["memory"], *([named["pids"]] if "pids" in named else [])]
+        self.join_fds = [self.open(leaf + "cgroup.procs", os.O_WRONLY, directory) for directory in joined]
         # v1: memory, then memory + swap (where swap is accounted), which may not be below it.
         self.limit_fds = [self.open(limit, os.O_RDWR)]
         try:
@@ -160,14 +163,25 @@ class RunCgroup:
                 self.pids_fd = self.open("pids.max", os.O_WRONLY, named.get("pids", self.directory))
             except FileNotFoundError:  # v2 without the pids controller
                 pass
-        # The CPU time of all the run's processes: v2's cpu.stat (every cgroup has one), v1's
-        # cpuacct.usage, in the cpuacct hierarchy or the cpu one where the two are mounted
-        # together. Both count the leaf's processes in the worker's cgroup above it.
+        # The CPU time of all the run's processes: v2's cpu.stat (every cgroup has one), which
+        # counts the leaf's processes in the worker's cgroup above it. In v1 the cpu and
+        # cpuacct hierarchies hold no limit the OOM killer acts on, so the worker itself joins
+        # its cgroups there and every run it forks starts inside (a join per run costs ~13 us
+        # per hierarchy); cpuacct.usage then counts the worker too, whose own CPU time is
+        # taken off (cpu_seconds), and the quota holds the worker and its run together, one
+        # of which waits while the other computes.
         self.cpu_fd = None
+        self.own_cpu_at_join = None  # v1: the worker's own CPU time when it joined (None: not inside)
         try:
             if self.version == 2:
                 self.cpu_fd = self.open("cpu.stat", os.O_RDONLY)
             elif "cpuacct" in named or "cpu" in named:
+                for name in ("cpu", "cpuacct"):
+                    if name in named:
+                        join = self.open("cgroup.procs", os.O_WRONLY, named[name])
+                        os.write(join, b"0")
+                        os.close(join)
+                self.own_cpu_at_join = time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
                 self.cpu_fd = self.open("cpuacct.usage", os.O_RDONLY, named.get("cpuacct", named.get("cpu")))
         except FileNotFoundError:
             pass
@@ -224,10 +238,12 @@ class RunCgroup:
         return int(os.pread(self.usage_fd, 64, 0))
 
     def cpu_seconds(self):
-        """CPU seconds the worker's runs have used, all their processes, ever (a counter)."""
+        """CPU seconds the worker's runs have used, all their processes, ever (a counter;
+        in v1 the cgroup's count less the worker's own)."""
         text = os.pread(self.cpu_fd, 4096, 0)
         if self.version == 1:
-            return int(text) / 1e9
+            own = time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID) - self.own_cpu_at_join
+            return int(text) / 1e9 - own
         for line in text.split(b"\n"):
             if line.startswith(b"usage_usec "):
                 return int(line.split()[1]) / 1e6

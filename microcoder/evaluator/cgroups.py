@@ -482,7 +482,7 @@ def make_worker_cgroups(plan: CgroupPlan, slot: int) -> tuple[WorkerCgroups, dic
                 made.cpuacct = os.path.join(plan.cpuacct_parent, name)
                 fds["cpuacct_fd"] = _make_locked_cgroup(made.cpuacct)
                 made.paths.append(made.cpuacct)
-        for path in made.paths:
+        for path in {made.memory, made.pids} - {None}:  # v1's cpu and cpuacct: the worker itself joins
             os.mkdir(os.path.join(path, RUN_CGROUP), 0o755)
         return made, fds
     except OSError:
