@@ -2,6 +2,7 @@
 
     python benchmarks/evaluator_speed.py [--workers N] [--samples 64] [--tests 20]
     python benchmarks/evaluator_speed.py --only RL      # the two RL-mix rows and their ratios
+    python benchmarks/evaluator_speed.py --against COMMIT [--rounds 3]   # side by side with that commit
 
 Physical limit = (CPU time the runs themselves used, up to each sample's first failing
 test, with one time limit per timeout) / min(workers, cores). The ratio wall / limit is what the
@@ -13,6 +14,11 @@ The trivial workloads take about a second each and vary from run to run on a sha
 machine: the table gives the median of `--repeat` runs. For them it also gives the fork floor (`fork_floor.py`): the same
 interpreter and modules as a worker forking one child per test with nothing else around
 it (no limits, uid, IPC or judging), measured in the same run on the same cores.
+
+`--against COMMIT` (or a checkout's path) runs this script on that commit's package and on
+this one's, alternately in fresh processes (`--rounds` each, the old first in each round),
+and prints each workload's median wall time under both and their ratio: how a change to the
+evaluator moved its speed, measured side by side under the same load.
 
 The RL-like mix (4 infinite loops, 4 slow but correct programs, the rest trivial, wrong
 or crashing) is judged twice: with one generous fixed limit (6 s per test, as before
@@ -27,6 +33,7 @@ timeout gets the same verdict under both limits.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -36,10 +43,10 @@ from microcoder.problems import DEFAULT_CALL_PRELUDE, Problem
 
 try:  # run as a script: benchmarks/ is on the path
     from fork_floor import floor_ms_per_sample
-    from workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, rl_mix, stdin_problem
+    from workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, old_tree, rl_mix, stdin_problem
 except ImportError:
     from benchmarks.fork_floor import floor_ms_per_sample
-    from benchmarks.workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, rl_mix, stdin_problem
+    from benchmarks.workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, old_tree, rl_mix, stdin_problem
 
 FIXED_RL_LIMIT_S = 6.0  # one generous constant, as before limits came from references
 
@@ -101,7 +108,13 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=[], help="only the workloads whose name contains one of these "
                         "(e.g. --only trivial, to compare two versions side by side)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
+    parser.add_argument("--against", default=None, help="a commit (or a checkout's path) to run side by side with this one")
+    parser.add_argument("--rounds", type=int, default=3, help="--against: runs of each version, alternating")
+    parser.add_argument("--json", help=argparse.SUPPRESS)  # write the rows as JSON here (--against's runs)
     args = parser.parse_args()
+    if args.against:
+        compare_against(args)
+        return
     fixed_limit, loops = FIXED_RL_LIMIT_S, 4
     if args.smoke:  # one infinite loop, under a 1 s "fixed" limit
         args.samples, args.tests, args.repeat = 4, 2, 1
@@ -157,6 +170,51 @@ def main() -> None:
                   f"samples that are not timeouts with another verdict: {len(differ)}"
                   + (f" (positions {differ})" if differ else ""))
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        if args.json:
+            with open(args.json, "w") as handle:
+                # CPU per run: the run's own, the worker's (fork, wait, clean-up) and ours.
+                json.dump({name: {"wall": row["wall"], "cpu_ms_per_run": row["cpu_per_run_ms"]
+                                  + row["workers_ms_per_run"] + row["ours_ms_per_run"]}
+                           for name, row in rows.items()}, handle)
+
+
+def compare_against(args) -> None:
+    """This script on `args.against`'s package and on this one's, alternately, each in a
+    fresh process with that checkout first on its path; prints median walls and ratios."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    trees = {"old": old_tree(args.against, []), "new": Path(__file__).resolve().parents[1]}
+    passed = [*(["--only", *args.only] if args.only else []), "--samples", str(args.samples), "--tests",
+              str(args.tests), "--workers", str(args.workers), "--repeat", str(args.repeat),
+              *(["--smoke"] if args.smoke else [])]
+    walls: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    cpus: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    with tempfile.TemporaryDirectory() as folder:
+        for round_index in range(args.rounds):
+            for version, tree in trees.items():
+                out = Path(folder, f"{version}-{round_index}.json")
+                done = subprocess.run([sys.executable, __file__, *passed, "--json", str(out)],
+                                      env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"the {version} run ({tree}) failed:\n{done.stderr[-3000:]}")
+                for name, row in json.loads(out.read_text()).items():
+                    walls[version].setdefault(name, []).append(row["wall"])
+                    cpus[version].setdefault(name, []).append(row["cpu_ms_per_run"])
+                print(f"round {round_index + 1}/{args.rounds}: {version} done", flush=True)
+    print(f"\n{args.samples} samples x {args.tests} tests, median wall of {args.rounds} runs each, alternating; "
+          f"old = {args.against}\n")
+    print("| workload | old wall s | new wall s | new / old | old walls | new walls | CPU ms per run (run + worker + ours), old / new |")
+    print("|---|---|---|---|---|---|---|")
+    for name in walls["new"]:
+        old, new = statistics.median(walls["old"][name]), statistics.median(walls["new"][name])
+        spread = {version: " ".join(f"{wall:.2f}" for wall in walls[version][name]) for version in walls}
+        cpu = {version: statistics.median(cpus[version][name]) for version in cpus}
+        print(f"| {name} | {old:.2f} | {new:.2f} | {new / old:.3f} | {spread['old']} | {spread['new']} | "
+              f"{cpu['old']:.2f} / {cpu['new']:.2f} |")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

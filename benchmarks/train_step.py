@@ -620,27 +620,14 @@ def load_problems(args):
     return train, heldout[: args.heldout]
 
 
-def old_tree(against: str, keep: list) -> Path:
-    """A checkout of `against`: the path itself when it is a directory, else a new git
-    worktree of that commit (removed at exit)."""
-    import atexit
-    import subprocess
-
-    if Path(against).is_dir():
-        return Path(against).resolve()
-    repo = Path(__file__).resolve().parents[1]
-    folder = Path(tempfile.mkdtemp(prefix="train-step-old-")) / "tree"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(folder), against], check=True,
-                   capture_output=True)
-    atexit.register(lambda: subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(folder)],
-                                           capture_output=True))
-    keep.append(folder)
-    return folder
-
-
 def compare_phases(args, problems, evaluator, tmp: Path) -> None:
     import json
     import subprocess
+
+    try:  # run as a script: benchmarks/ is on the path
+        from workloads import old_tree
+    except ImportError:
+        from benchmarks.workloads import old_tree
 
     _, heldout = load_problems(args)
     tmp.mkdir(parents=True, exist_ok=True)

@@ -75,3 +75,21 @@ def float32_model(smoke: bool):
         return load_model_and_tokenizer(DEFAULT_MODEL, torch.float32)
     folder = save_tiny_model(Path(tempfile.mkdtemp(prefix="vllm-smoke-")) / "tiny", 0, hidden_size=256)
     return load_model_and_tokenizer(str(folder), torch.float32)
+
+
+def old_tree(against: str, keep: list) -> Path:
+    """A checkout of `against`: the path itself when it is a directory, else a new git
+    worktree of that commit (removed at exit)."""
+    import atexit
+    import subprocess
+
+    if Path(against).is_dir():
+        return Path(against).resolve()
+    repo = Path(__file__).resolve().parents[1]
+    folder = Path(tempfile.mkdtemp(prefix="benchmark-old-")) / "tree"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(folder), against], check=True,
+                   capture_output=True)
+    atexit.register(lambda: subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(folder)],
+                                           capture_output=True))
+    keep.append(folder)
+    return folder

@@ -281,7 +281,7 @@ def serve(
     max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds."),
     client_grace: Optional[float] = typer.Option(None, help="Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl: 10); each answer comes 1 s before that budget ends."),
     upload_timeout: Optional[float] = typer.Option(None, help="Seconds a request body may take to arrive; a slower upload is 408."),
-    shutdown_grace: Optional[float] = typer.Option(None, help="Seconds requests in progress get to finish after SIGTERM/SIGINT; then they are answered 503."),
+    shutdown_grace: Optional[float] = typer.Option(None, help="Seconds requests in progress get to finish after a stop signal (SIGTERM, SIGINT, SIGHUP, ...); then they are answered 503."),
 ) -> None:
     """Serve the evaluator over HTTP: SandboxFusion's /run_code, /evaluate (streamed result rows), /health."""
     from microcoder.service.config import ServeConfig
@@ -299,8 +299,8 @@ def serve(
     except ModuleNotFoundError as error:
         console.print(f"[red]error:[/red] {error}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(2) from None
-    except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
-        _fail(console, error)
+    except (ProblemFormatError, ValueError, FileNotFoundError, OSError, RuntimeError) as error:
+        _fail(console, error)  # RuntimeError: a uvicorn other than the one read, or workers that cannot start
 
 
 experiment_app = typer.Typer(help="Run and report experiment grids (arms x seeds of training runs).",
