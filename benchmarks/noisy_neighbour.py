@@ -21,29 +21,20 @@ import sys
 import time
 from pathlib import Path
 
-SPINNERS = """
-import os
-for _ in range({count}):
-    if os.fork() == 0:
-        os.setsid()
-        while True:
-            pass
-while True:
-    pass
-"""
-HONEST = ("import time\nwhile time.process_time() < 0.5:\n"
-          "    for _ in range(20000):\n        pass\nprint('done')\n")
-
-
 def measure(spinners: int, honest: int) -> None:
     from microcoder.evaluator.sandbox import Sandbox, SandboxConfig
+
+    try:  # run as a script: benchmarks/ is on the path
+        from workloads import HALF_A_SECOND, spinners_in_new_sessions
+    except ImportError:
+        from benchmarks.workloads import HALF_A_SECOND, spinners_in_new_sessions
 
     with Sandbox(config=SandboxConfig(workers=2)) as sandbox:
         sandbox.run_programs([("pass", "")] * 2)
         print(f"isolation: {sandbox.plan.description}; cgroups: {sandbox.cgroups.description}")
-        attack = sandbox.submit(lambda: sandbox.run(SPINNERS.format(count=spinners), time_limit_s=2.0))
+        attack = sandbox.submit(lambda: sandbox.run(spinners_in_new_sessions(spinners), time_limit_s=2.0))
         time.sleep(0.3)  # the spinners are up
-        runs = [("honest", sandbox.run(HONEST, time_limit_s=1.5)) for _ in range(honest)]
+        runs = [("honest", sandbox.run(HALF_A_SECOND, time_limit_s=1.5)) for _ in range(honest)]
         runs.append(("attack", attack.result(timeout=300)))
     print("| run | status | CPU s | wall s |")
     print("|---|---|---|---|")

@@ -77,6 +77,24 @@ def float32_model(smoke: bool):
     return load_model_and_tokenizer(str(folder), torch.float32)
 
 
+def spinners_in_new_sessions(count: int) -> str:
+    """A program that forks `count` processes, each in a session of its own (out of reach of
+    its process group and of the scheduler's grouping by session), then spins with them."""
+    return ("import os\n"
+            f"for _ in range({count}):\n"
+            "    if os.fork() == 0:\n"
+            "        os.setsid()\n"
+            "        while True:\n"
+            "            pass\n"
+            "while True:\n"
+            "    pass\n")
+
+
+HALF_A_SECOND = ("import time\nwhile time.process_time() < 0.5:\n"
+                 "    for _ in range(20000):\n        pass\nprint('done')\n")
+"""An honest program that needs 0.5 s of CPU, checking the clock only now and then."""
+
+
 def old_tree(against: str, keep: list) -> Path:
     """A checkout of `against`: the path itself when it is a directory, else a new git
     worktree of that commit (removed at exit)."""

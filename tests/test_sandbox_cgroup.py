@@ -432,17 +432,26 @@ def test_cgroups_left_by_a_killed_process_are_removed_by_the_next_start():
         assert not [path for path in stale if os.path.exists(path)]
 
 
-def test_without_a_writable_cgroup_the_sandbox_warns_once_and_runs(monkeypatch):
-    missing = cgroups_module.CgroupPlan(None, None, None, "no cgroup hierarchy with a memory controller is mounted")
-    monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: missing)
+def warnings_of_two_sandboxes(monkeypatch, plan: cgroups_module.CgroupPlan) -> tuple[list, list[str]]:
+    """Two sandboxes started one after another on `plan`, each running a program: the
+    cgroups their workers got (WorkerCgroups) and the messages of every warning."""
+    monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: plan)
     monkeypatch.setattr(cgroups_module, "_warned", set())
+    made = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(2):
             with Sandbox(config=SandboxConfig(workers=1)) as box:
                 assert box.run_program("print(1)").stdout == b"1\n"
-                assert box.memory_cgroups == []
-    messages = [str(warning.message) for warning in caught if "cgroup" in str(warning.message)]
+                made.append(box._all[0].cgroups)
+    return made, [str(warning.message) for warning in caught]
+
+
+def test_without_a_writable_cgroup_the_sandbox_warns_once_and_runs(monkeypatch):
+    missing = cgroups_module.CgroupPlan(None, None, None, "no cgroup hierarchy with a memory controller is mounted")
+    made, caught = warnings_of_two_sandboxes(monkeypatch, missing)
+    assert all(cgroups.memory is None and cgroups.cpu is None for cgroups in made)
+    messages = [message for message in caught if "cgroup" in message]
     assert len(messages) == 1 and "memfd" in messages[0], messages
     with pytest.raises(RuntimeError, match="cgroup"):
         Sandbox(config=SandboxConfig(workers=1, cgroup="required"))
@@ -650,13 +659,7 @@ def test_without_a_cpu_cgroup_the_sandbox_says_so_once_and_runs(monkeypatch):
     # parent that refuses +cpu): runs go on, each process on its own CPU timer, and the
     # caller is told once what that leaves open.
     without_cpu = dataclasses.replace(cgroups_module.cgroup_plan(), cpu_parent=None, cpuacct_parent=None)
-    monkeypatch.setattr(cgroups_module, "cgroup_plan", lambda: without_cpu)
-    monkeypatch.setattr(cgroups_module, "_warned", set())
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(2):
-            with Sandbox(config=SandboxConfig(workers=1)) as box:
-                run = box.run_program("print(1)")
-                assert run.stdout == b"1\n" and box._all[0].cgroups.cpu is None
-    messages = [str(warning.message) for warning in caught if "CPU cgroup" in str(warning.message)]
+    made, caught = warnings_of_two_sandboxes(monkeypatch, without_cpu)
+    assert all(cgroups.cpu is None and cgroups.cpuacct is None and cgroups.memory for cgroups in made)
+    messages = [message for message in caught if "CPU cgroup" in message]
     assert len(messages) == 1 and "starve" in messages[0], messages

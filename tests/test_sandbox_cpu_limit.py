@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from benchmarks.workloads import HALF_A_SECOND, spinners_in_new_sessions
 from microcoder.evaluator.cgroups import cgroup_plan
 from microcoder.evaluator.sandbox import Sandbox, SandboxConfig
 
@@ -91,20 +92,6 @@ def test_a_timer_signal_a_program_sends_itself_under_its_limit_is_its_runtime_er
         assert run.status == "runtime_error" and name in run.detail, run.detail
 
 
-# Forks 60 spinners, each in a session of its own (out of reach of the run's process
-# group and of the scheduler's grouping by session), then spins itself.
-SPINNERS_IN_NEW_SESSIONS = """
-import os
-for _ in range(60):
-    if os.fork() == 0:
-        os.setsid()
-        while True:
-            pass
-while True:
-    pass
-"""
-HONEST_HALF_SECOND = ("import time\nwhile time.process_time() < 0.5:\n"
-                      "    for _ in range(20000):\n        pass\nprint('done')\n")
 CGROUPS = cgroup_plan()
 needs_cpu_cgroup = pytest.mark.skipif(not (CGROUPS.cpu_parent and CGROUPS.cpuacct_parent),
                                       reason=f"no CPU cgroup can be made here ({CGROUPS.description})")
@@ -118,9 +105,9 @@ def test_spinners_in_new_sessions_neither_starve_a_neighbour_nor_outlive_their_l
     # attack's verdict.
     with Sandbox(config=SandboxConfig(workers=2)) as sandbox:
         sandbox.run_programs([("pass", "")] * 2)
-        attack = sandbox.submit(lambda: sandbox.run(SPINNERS_IN_NEW_SESSIONS, time_limit_s=2.0))
+        attack = sandbox.submit(lambda: sandbox.run(spinners_in_new_sessions(60), time_limit_s=2.0))
         time.sleep(0.3)  # the spinners are up
-        honest = [sandbox.run(HONEST_HALF_SECOND, time_limit_s=1.5) for _ in range(2)]
+        honest = [sandbox.run(HALF_A_SECOND, time_limit_s=1.5) for _ in range(2)]
         attacked = attack.result(timeout=60)
     assert [(run.status, run.stdout) for run in honest] == [("ok", b"done\n")] * 2, honest
     assert attacked.status == "time_limit_exceeded", attacked

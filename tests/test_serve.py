@@ -489,7 +489,8 @@ def hang_up_mid_batch(small_server: Server) -> None:
     assert status == 200 and answer["run_result"]["stdout"] == "2\n"
 
 
-def descendants(pid: int) -> set[int]:
+def children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, by parent pid, whichever of its threads started them."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -499,6 +500,11 @@ def descendants(pid: int) -> set[int]:
                 continue
             parent = int(stat.rsplit(")", 1)[1].split()[1])
             children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> set[int]:
+    children = children_by_parent()
     found, todo = set(), [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -603,16 +609,7 @@ def running_worker(server: Server, spared: set[int]) -> int | None:
 
 def children(pid: int) -> list[int]:
     """The processes whose parent is `pid`, whichever of its threads started them."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
+    return children_by_parent().get(pid, [])
 
 
 def kill_the_worker_under_the_run(server: Server, times: int) -> None:
