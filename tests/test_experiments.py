@@ -347,7 +347,9 @@ def test_publishing_counts_the_verdicts_in_the_records_summary_and_writes_nothin
 
 def per_problem_run(run_dir: Path, start: list[int], end: list[int]) -> None:
     """A finished run with its per-problem held-out files (training.run's layout)."""
-    scores = lambda values: {"heldout_accuracy": {f"q{index}": float(v) for index, v in enumerate(values)}}
+    # Problems t0-0, t0-1, t1-0, t1-1: two templates of two instances each.
+    scores = lambda values: {"heldout_accuracy": {f"t{index // 2}-{index % 2}": float(v)
+                                                  for index, v in enumerate(values)}}
     fake_run(run_dir, 4, [{"step": 0, "heldout_accuracy": sum(start) / len(start)},
                           {"step": 2, "heldout_accuracy": sum(end) / len(end)}])
     (run_dir / "heldout_start.json").write_text(json.dumps({"accuracies": {}, "scores": scores(start)}))
@@ -367,23 +369,25 @@ def test_a_heldout_finding_is_paired_by_problem_and_seed_where_runs_kept_their_p
     per_problem_run(grid / "a" / "seed-1", same, [1, 1, 0, 1])
     per_problem_run(grid / "b" / "seed-1", same, [0, 1, 0, 0])  # d = 1, 0, 0, 1: mean 0.5, var 1/3 / 4
     # By seed: d = 0.25, 0.5, SE 0.125, t = 3 on 1 df: p = 1/2 - atan(3)/pi = 0.102, inconclusive.
-    # By problem and seed: mean 0.375, SE = sqrt(0.0625 + 0.0833) / 2 = 0.191, t = 1.964 on 3 + 3 = 6 df,
-    # above t_{0.95,6} = 1.943 (t tables): p < 0.05, where the seeds' test says inconclusive.
+    # By problem, problems independent: mean 0.375, SE = sqrt(0.0625 + 0.0833) / 2 = 0.191, t = 1.964 on
+    # 3 + 3 = 6 df, above t_{0.95,6} = 1.943 (t tables): p 0.049.
+    # By template: residuals from each seed's mean, seed 0: -0.25, 0.75, -0.25, -0.25; seed 1: 0.5, -0.5,
+    # -0.5, 0.5; T_t0 = (-0.25 + 0.75 + 0.5 - 0.5) / 8 = 0.0625, T_t1 = -0.0625; SE^2 = 2/1 * 2 * 0.0625^2,
+    # SE 0.125, t = 3 on 1 df: p 0.102. No verdict word: these are statements about the trained models.
     docs = tmp_path / "docs"
     [(_, report)] = report_all(grid, docs=docs)
-    expected = ("+0.375 +- 0.191 (2 seeds, 8 problem-results), p 0.049: reproduced, where the seeds' test says "
-                "inconclusive |")
+    expected = ("| +0.375: by problem SE 0.191 (6 df), p 0.049; by template SE 0.125 (1 df), p 0.102 "
+                "(2 seeds, 8 problem-results, 2 templates) |")
     assert expected in report.read_text() and expected in (docs / "pair.md").read_text()
     assert "1 of the 1 held-out findings have per-problem files" in (docs / "README.md").read_text()
-    assert ("The paired test calls 1 of the 1 otherwise than the seeds' test (pair: heldout_accuracy: a - b at last)"
-            in (docs / "README.md").read_text())
+    assert "not a verdict" in (docs / "README.md").read_text() and "not a verdict" in (docs / "pair.md").read_text()
     published = docs / "data" / "pair" / "a" / "seed-1"
     assert (published / "heldout_start.json").is_file() and (published / "heldout_end.json").is_file()
     [(_, redrawn)] = report_all(docs / "data" / "pair")  # the published files alone carry the pairing
     assert expected in redrawn.read_text()
     (grid / "b" / "seed-1" / "heldout_end.json").unlink()  # a run that kept none: that seed is left out
     [(_, fewer)] = report_all(grid, docs=docs)
-    assert "(1 seeds, 4 problem-results)" in fewer.read_text()
+    assert "(1 seeds, 4 problem-results, 2 templates)" in fewer.read_text()
     # A grid part-way through its rerun: not counted as paired for every seed.
     assert "0 of the 1 held-out findings have per-problem files for every seed, 1 for some seeds" in (
         docs / "README.md").read_text()
@@ -944,6 +948,28 @@ def test_figures_quoted_in_the_experiment_pages_are_the_reports():
                 f"{page.name}: {mean} +- {se} is not a figure of its report")
         for p in P_VALUE.findall(prose):
             assert f"p {p}" in blocks, f"{page.name}: p {p} is not a p-value of its report"
+
+
+VERDICT_WORDS = re.compile(r"reproduc|contradict|inconclusive|beyond|within .*noise|untestable|idle|evidence")
+
+
+def test_the_by_problem_column_carries_no_verdict_word_and_its_note_is_on_every_page_with_it():
+    """The by-problem analysis holds the trained models fixed: a statement about them, never a
+    verdict, in its cells or in the prose around them; each page that prints the column says so."""
+    from microcoder.experiments.pages import PAIRING_CAVEAT
+
+    for page in [*sorted(DOCS.glob("*.md")), *sorted((DOCS / "trials").glob("*.md"))]:
+        text = page.read_text()
+        tables = [line for line in text.splitlines() if line.startswith("| #")]
+        if not tables:
+            continue
+        assert all(line.endswith("| by problem, these trained models (mean: SE, p) |") for line in tables), page.name
+        assert PAIRING_CAVEAT in text, page.name
+        for line in text.splitlines():
+            if line.startswith("| ") and line.split("|")[1].strip().isdigit():
+                cell = line.rstrip(" |").rsplit("|", 1)[1]
+                assert not VERDICT_WORDS.search(cell), f"{page.name}: {cell}"
+        assert "problem-sampling noise" not in GENERATED.sub("", text), page.name
 
 
 def test_the_detectable_effects_and_powers_quoted_are_the_reports():

@@ -3,7 +3,7 @@
 An arm's curve and its tail (mean +- standard error over seeds), a change paired by seed,
 the cumulative training budget, and a finding's per-seed differences and verdict (by the
 rule of microcoder.experiments.verdict), with the paired-by-problem-and-seed analysis of a
-held-out finding from per-problem scores.
+held-out finding from per-problem scores (a statement about the trained models, no verdict).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import math
 import statistics
 
 from microcoder.experiments.spec import Finding
-from microcoder.experiments.verdict import (ALPHA, CONTRADICTED, INCONCLUSIVE, REPRODUCED, Verdict, identical_arms,
-                                            mechanism_value, paired_verdict, value_at)
+from microcoder.experiments.verdict import Verdict, identical_arms, mechanism_value, paired_verdict, value_at
 from microcoder.training.plots import series
 
 
@@ -141,17 +140,33 @@ def pairable(finding: Finding) -> bool:
     return finding.metric.startswith("heldout_accuracy") and finding.at == "last" and finding.baseline == 0
 
 
+def problem_template(problem: str) -> str:
+    """The template a held-out problem was drawn from: its id without the trailing
+    instance number ("held_out/digit_sum-3" -> "held_out/digit_sum"; an id without one is
+    its own template)."""
+    stem, dash, instance = problem.rpartition("-")
+    return stem if dash and instance.isdigit() else problem
+
+
 def problem_paired(finding: Finding, scores: dict[str, dict[int, dict[str, dict]]]) -> dict | None:
     """The paired-by-problem-and-seed analysis of a held-out finding read at its last
-    evaluation (from step 0 for a change), from per-problem scores (arm -> problem_scores):
-    per seed s and problem q both sides scored, d_sq = A's score - B's (each side's change
-    from step 0 with `change`, or A's change alone for one arm); per seed the mean d_s and
-    its problem-sampling variance var_q(d_sq) / Q_s; over seeds mean = mean_s d_s and SE^2
-    = sum_s var_s / S^2 on sum_s (Q_s - 1) degrees of freedom (a seed-stratified paired
-    test). Its mean is the seed analysis's; its SE holds the seeds fixed and counts only
-    which problems were drawn, so it says whether a difference at these seeds is beyond
-    problem-sampling noise, not whether training would repeat it. None when the finding is
-    not of that kind or no seed has both sides' files."""
+    evaluation (from step 0 for a change), from per-problem scores (arm -> problem_scores).
+
+    It is a statement about these trained models, not about the mechanism: it holds the
+    seeds (the trained model pairs) fixed and asks how much the drawn problems blur the gap
+    between them. Whether training would repeat the gap is the seeds' test's question, and
+    that test already holds the problem-draw noise.
+
+    Per seed s and problem q both sides scored, d_sq = A's score - B's (each side's change
+    from step 0 with `change`, or A's change alone for one arm); mean = mean_s (mean_q d_sq).
+    Two SEs of that mean, both stratified by seed (residuals e_sq = d_sq - mean_q d_sq):
+    - by problem: problems independent within a seed, SE^2 = sum_s var_q(d_sq) / Q_s / S^2 on
+      sum_s (Q_s - 1) degrees of freedom;
+    - by template: problems of one template (problem_template) correlated, across seeds
+      too; with T_c = (1/S) sum_s (1/Q_s) sum_{q in c} e_sq over the G templates, SE^2 =
+      G / (G - 1) * sum_c T_c^2 on G - 1 degrees of freedom (cluster-robust, CR1).
+    p is one-sided in the paper's direction for each. None when the finding is not of that
+    kind or no seed has both sides' files."""
     if not pairable(finding):
         return None
     first = scores.get(finding.arms[0], {})
@@ -166,24 +181,37 @@ def problem_paired(finding: Finding, scores: dict[str, dict[int, dict[str, dict]
         start = run["start"].get(finding.metric)
         return None if start is None else {q: end[q] - start[q] for q in end if q in start}
 
-    seeds = []
+    seeds = []  # per seed: {problem: d_sq}
     for seed in sorted(first if second is None else set(first) & set(second)):
         a = per_problem(first[seed], change=second is None or finding.change)
         b = None if second is None else per_problem(second[seed], change=finding.change)
         if a is None or (second is not None and b is None):
             continue
-        d = [a[q] - (0.0 if b is None else b[q]) for q in sorted(a) if b is None or q in b]
+        d = {q: a[q] - (0.0 if b is None else b[q]) for q in sorted(a) if b is None or q in b}
         if len(d) >= 2:
-            seeds.append((statistics.fmean(d), statistics.variance(d) / len(d), len(d)))
+            seeds.append(d)
     if not seeds:
         return None
     from scipy import stats
 
-    mean = statistics.fmean(d for d, _, _ in seeds)
-    se = math.sqrt(sum(var for _, var, _ in seeds)) / len(seeds)
-    df = sum(count - 1 for _, _, count in seeds)
-    signed = mean if finding.direction == "greater" else -mean
-    p = (0.0 if signed > 0 else 1.0 if signed < 0 else 0.5) if se == 0 else float(stats.t.sf(signed / se, df))
-    call = REPRODUCED if mean != 0 and p <= ALPHA else CONTRADICTED if mean != 0 and 1 - p <= ALPHA else INCONCLUSIVE
-    return {"mean": mean, "se": se, "df": df, "p": p, "seeds": len(seeds),
-            "problems": sum(count for _, _, count in seeds), "call": call}
+    def one_sided(se: float, df: int) -> float:
+        signed = mean if finding.direction == "greater" else -mean
+        if se == 0:
+            return 0.0 if signed > 0 else 1.0 if signed < 0 else 0.5
+        return float(stats.t.sf(signed / se, df))
+
+    means = [statistics.fmean(d.values()) for d in seeds]
+    mean = statistics.fmean(means)
+    se = math.sqrt(sum(statistics.variance(d.values()) / len(d) for d in seeds)) / len(seeds)
+    df = sum(len(d) - 1 for d in seeds)
+    totals: dict[str, float] = {}
+    for d, seed_mean in zip(seeds, means):
+        for q, value in d.items():
+            template = problem_template(q)
+            totals[template] = totals.get(template, 0.0) + (value - seed_mean) / len(d) / len(seeds)
+    templates = len(totals)
+    template_se = math.sqrt(templates / (templates - 1) * sum(t * t for t in totals.values())) if templates > 1 else None
+    return {"mean": mean, "se": se, "df": df, "p": one_sided(se, df), "seeds": len(seeds),
+            "problems": sum(len(d) for d in seeds), "templates": templates, "template_se": template_se,
+            "template_df": templates - 1,
+            "template_p": None if template_se is None else one_sided(template_se, templates - 1)}

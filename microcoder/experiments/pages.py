@@ -20,6 +20,12 @@ def signed(value: float | None) -> str:
     return "-" if value is None else f"{round(value, 3) + 0.0:+.3f}"
 
 
+def p_text(p: float) -> str:
+    """A p-value as the pages print it: "p 0.042", and "p < 0.001" where three places would
+    show 0.000."""
+    return "p < 0.001" if p < 0.0005 else f"p {p:.3f}"
+
+
 def mean_cell(verdict: Verdict) -> str:
     if verdict.mean is None:
         return "-"
@@ -46,19 +52,32 @@ def effect_cell(finding: Finding, verdict: Verdict) -> str:
     return f"{finding.paper_effect:+.3f}" + ("" if power is None else f" (power {power:.2f})")
 
 
+PAIRING_CAVEAT = ("The last column (by problem) is a statement about these trained models, not a verdict: it "
+                  "holds the trained model pairs (the seeds) fixed and says how much the drawn held-out problems "
+                  "blur the gap between them, not whether the mechanism trains better (the seeds' test already "
+                  "holds the problem-draw noise, and only it gives the verdict). Its mean is the seeds'; its SE is "
+                  "stratified by seed and given twice: problems independent (df = problem-results - seeds) and "
+                  "clustered by template (the held-out problems are several instances of each template, "
+                  "correlated across instances and seeds: df = templates - 1), the latter the one to read; p is one-sided in "
+                  "the paper's direction.")
+
+
 def pairing_cell(row: FindingRow) -> str:
-    """The paired-by-problem-and-seed analysis of a held-out finding, and whether it would
-    change the verdict; "-" for a finding of another kind."""
+    """The paired-by-problem-and-seed analysis of a held-out finding (problem_paired): the
+    mean, its SE and p with problems independent and clustered by template; no verdict
+    word, as it is a statement about these trained models. "-" for a finding of another kind."""
     if not pairable(row.finding):
         return "-"
     pairing = row.pairing
     if pairing is None:
         return ("no per-problem files published" if not row.problem_files else
                 "per-problem files for some runs, but no seed has them for every arm compared")
-    same = row.verdict.verdict not in SCORED or pairing["call"] == row.verdict.verdict
-    return (f"{signed(pairing['mean'])} +- {pairing['se']:.3f} ({pairing['seeds']} seeds, {pairing['problems']} "
-            f"problem-results), p {pairing['p']:.3f}: {pairing['call']}"
-            + ("" if same else f", where the seeds' test says {row.verdict.verdict}"))
+    by_template = ("" if pairing["template_se"] is None else
+                   f"; by template SE {pairing['template_se']:.3f} ({pairing['template_df']} df), "
+                   f"{p_text(pairing['template_p'])}")
+    return (f"{signed(pairing['mean'])}: by problem SE {pairing['se']:.3f} ({pairing['df']} df), "
+            f"{p_text(pairing['p'])}{by_template} ({pairing['seeds']} seeds, {pairing['problems']} problem-results, "
+            f"{pairing['templates']} templates)")
 
 
 def holm_cell(row: FindingRow) -> str:
@@ -75,7 +94,7 @@ def verdicts_text(rows: list[FindingRow], quoted: list[str], holm_family: int | 
     if rows:
         lines += [f"| # | the paper's claim | comparison | per seed | mean +- SE | t in the paper's direction (df), "
                   f"one-sided p | detectable (80% power) | paper's effect (power) | verdict |{holm_header} "
-                  "by problem and seed |",
+                  "by problem, these trained models (mean: SE, p) |",
                   "|---|---|---|---|---|---|---|---|---|" + ("---|" if holm_header else "") + "---|"]
     for index, row in enumerate(rows, start=1):
         finding, verdict = row.finding, row.verdict
@@ -85,6 +104,8 @@ def verdicts_text(rows: list[FindingRow], quoted: list[str], holm_family: int | 
         lines.append(f"| {index} | {finding.claim} | {finding.label} ({finding.direction} in the paper) | {per_seed} "
                      f"| {mean_cell(verdict)} | {test_cell(verdict)} | {mde} | {effect_cell(finding, verdict)} "
                      f"| {verdict_cell(verdict)} |{holm} {pairing_cell(row)} |")
+    if any(pairable(row.finding) for row in rows):
+        lines += ["", PAIRING_CAVEAT]
     if quoted:
         lines += ["", *(f"> {finding}" for finding in quoted), "", "(Quoted only: no comparison declared, no verdict.)"]
     return "\n".join(lines)
@@ -176,19 +197,14 @@ def summary_table(rows: list[FindingRow]) -> str:
     heldout = [row for row in rows if pairable(row.finding)]
     paired = [row for row in heldout if row.pairing is not None]
     whole = [row for row in paired if row.pairing["seeds"] == len(row.differences)]
-    lines += ["", f"Paired by problem and seed (each page's last column): {len(whole)} of the {len(heldout)} held-out "
+    lines += ["", f"By problem (each page's last column): {len(whole)} of the {len(heldout)} held-out "
               "findings have per-problem files for every seed"
               + (f", {len(paired) - len(whole)} for some seeds" if len(paired) > len(whole) else "")
               + (" (heldout_start.json and heldout_end.json; a grid whose runs lack them gets them by a rerun)."
                  if paired else
                  "; the published runs predate publishing them, and only a rerun of their grids can add them.")]
     if paired:
-        other = [row for row in paired if row.verdict.verdict in SCORED and row.pairing["call"] != row.verdict.verdict]
-        lines[-1] += (f" The paired test calls {len(other)} of the {len(paired)} otherwise than the seeds' test"
-                      + (f" ({', '.join(f'{row.spec.name}: {row.finding.label}' for row in other)})" if other else "")
-                      + "; the verdict is the seeds' test's, as the pairing holds the seeds fixed (it says whether a "
-                        "difference at these seeds is beyond problem-sampling noise, not whether training would "
-                        "repeat it).")
+        lines[-1] += " " + PAIRING_CAVEAT
     power_rows = [row for row in rows if row.finding.paper_effect is not None and row.verdict.se
                   and row.verdict.verdict in SCORED]
     if power_rows:

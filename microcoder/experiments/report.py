@@ -14,7 +14,7 @@ For each grid ROOT/<spec>/ (a spec.yaml beside <arm>/seed-<k>/ run directories):
   microcoder.experiments.verdict (paired-by-seed difference, SE, the one-sided t test's t
   and p, the effect detected with 80% power, the paper's effect and the power there, and
   for a held-out finding whose runs kept per-problem files the paired-by-problem-and-seed
-  analysis); then per arm and metric the first and last logged value (mean +- standard
+  analysis, a statement about the trained models with no verdict); then per arm and metric the first and last logged value (mean +- standard
   error over seeds, and n), the mean over the last three logged points after step 0, the
   budget each arm spent, which runs are shared with another grid, and the seeds that have
   not finished (pages.py). While a grid is in progress, an arm with a finished run is
