@@ -972,6 +972,19 @@ def test_the_by_problem_column_carries_no_verdict_word_and_its_note_is_on_every_
         assert "problem-sampling noise" not in GENERATED.sub("", text), page.name
 
 
+def test_a_page_prints_p_under_0001_as_such_and_no_detectable_effect_where_the_se_is_0():
+    """Three places would print p 0.000 for p < 0.0005, and 3.04 x an SE of 0 is no detectable
+    effect: "p < 0.001" and "-" instead, in the cells and on every published page."""
+    from microcoder.experiments.pages import detectable_cell, p_text
+
+    assert (p_text(0.0004), p_text(0.0005), p_text(0.042)) == ("p < 0.001", "p 0.001", "p 0.042")
+    assert detectable_cell(paired_verdict([0.1, 0.1], "greater")) == "-"
+    assert detectable_cell(paired_verdict([0.1, 0.3], "greater")) != "-"
+    for page in [*sorted(DOCS.glob("*.md")), *sorted((DOCS / "trials").glob("*.md")), DOCS.parents[1] / "README.md"]:
+        text = page.read_text()
+        assert not re.search(r"\bp (= )?0\.0+\b(?!\d)", text), page.name
+
+
 def test_the_detectable_effects_and_powers_quoted_are_the_reports():
     """The experiments README's per-spec held-out detectable effects (its cost table) and the
     power at the paper's main effects, and the main comparison's paper effects and detectable

@@ -41,7 +41,13 @@ def test_cell(verdict: Verdict) -> str:
     declared untestable, or a mechanism that did not act)."""
     if verdict.p is None or verdict.verdict in (UNTESTABLE, IDLE):
         return "-"
-    return f"{verdict.t:.2f} ({verdict.n - 1}), p {verdict.p:.3f}"
+    return f"{verdict.t:.2f} ({verdict.n - 1}), {p_text(verdict.p)}"
+
+
+def detectable_cell(verdict: Verdict) -> str:
+    """The effect detected with 80% power; "-" where the SE is undefined or 0 (every seed the
+    same difference: no spread to scale an effect by)."""
+    return "-" if verdict.mde is None or verdict.se == 0 else f"{verdict.mde:.3f}"
 
 
 def effect_cell(finding: Finding, verdict: Verdict) -> str:
@@ -74,16 +80,16 @@ def pairing_cell(row: FindingRow) -> str:
                 "per-problem files for some runs, but no seed has them for every arm compared")
     by_template = ("" if pairing["template_se"] is None else
                    f"; by template SE {pairing['template_se']:.3f} ({pairing['template_df']} df), "
-                   f"{p_text(pairing['template_p'])}")
+                   f"{'no p (SE 0)' if pairing['template_se'] == 0 else p_text(pairing['template_p'])}")
     return (f"{signed(pairing['mean'])}: by problem SE {pairing['se']:.3f} ({pairing['df']} df), "
-            f"{p_text(pairing['p'])}{by_template} ({pairing['seeds']} seeds, {pairing['problems']} problem-results, "
+            f"{'no p (SE 0)' if pairing['se'] == 0 else p_text(pairing['p'])}{by_template} ({pairing['seeds']} seeds, {pairing['problems']} problem-results, "
             f"{pairing['templates']} templates)")
 
 
 def holm_cell(row: FindingRow) -> str:
     if row.holm is None or row.holm[1] is None:
         return "-"
-    return f"{row.holm[0]} (p {row.holm[1]:.3f})"
+    return f"{row.holm[0]} ({p_text(row.holm[1])})"
 
 
 def verdicts_text(rows: list[FindingRow], quoted: list[str], holm_family: int | None = None) -> str:
@@ -99,7 +105,7 @@ def verdicts_text(rows: list[FindingRow], quoted: list[str], holm_family: int | 
     for index, row in enumerate(rows, start=1):
         finding, verdict = row.finding, row.verdict
         per_seed = ", ".join(f"{seed}: {signed(value)}" for seed, value in row.differences.items()) or "-"
-        mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
+        mde = detectable_cell(verdict)
         holm = f" {holm_cell(row)} |" if holm_header else ""
         lines.append(f"| {index} | {finding.claim} | {finding.label} ({finding.direction} in the paper) | {per_seed} "
                      f"| {mean_cell(verdict)} | {test_cell(verdict)} | {mde} | {effect_cell(finding, verdict)} "
@@ -190,7 +196,7 @@ def summary_table(rows: list[FindingRow]) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         spec, finding, verdict = row.spec, row.finding, row.verdict
-        mde = "-" if verdict.mde is None else f"{verdict.mde:.3f}"
+        mde = detectable_cell(verdict)
         lines.append(f"| [{spec.name}]({spec.name}.md) | {finding.claim} | {finding.label} | "
                      f"{mean_cell(verdict)} ({verdict.n}) | {test_cell(verdict)} | {mde} | "
                      f"{effect_cell(finding, verdict)} | {verdict_cell(verdict)} | {holm_cell(row)} |")
