@@ -927,27 +927,60 @@ def test_the_default_run_trial_measured_the_shipped_default(tmp_path):
 
 
 GENERATED = re.compile(r"<!-- (VERDICTS|NUMBERS|SUMMARY)[^>]*-->.*?<!-- /\1 -->", re.S)
-PAIR = re.compile(r"([+-]?\d+\.\d+) \+- (\d+\.\d+)")
-P_VALUE = re.compile(r"\bp (0\.\d{3})\b")
+PAIR = re.compile(r"([+-]?\d+\.\d+) (?:\+- |\(SE )(\d+\.\d+)")
+"""A mean and its SE: "+0.035 +- 0.016" or "+0.048 (SE 0.019)"."""
+SE_ALONE = re.compile(r"(?<!\()\bSE (\d+\.\d+)")
+"""An SE quoted alone ("has SE 0.017"): one of the blocks' SEs."""
+P_VALUE = re.compile(r"\bp (?:= )?(0\.\d{3}|< 0\.001)(?![\d-])")
+"""A p-value, "p 0.046", "p = 0.046" or "p < 0.001"."""
+P_RANGE = re.compile(r"\bp (?:= )?(0\.\d+)-(0\.\d+)")
+"""A range of p-values, "p 0.16-0.36": each end one of the blocks' p-values at its precision."""
+
+
+def close(value: str, figures: list[float]) -> bool:
+    """Whether `value` is one of `figures` rounded to the places it is written with."""
+    places = len(value.split(".")[1])
+    return any(abs(figure - float(value)) <= 0.5 * 10 ** -places + 1e-9 for figure in figures)
+
+
+def unquoted_figures(prose: str, blocks: str) -> list[str]:
+    """The figures in `prose` that are not figures of the generated `blocks` (at the
+    precision they are written with): means with their SE, SEs alone, p-values, p ranges."""
+    pairs = [(float(mean), float(se)) for mean, se in PAIR.findall(blocks)]
+    errors = [se for _, se in pairs] + [float(se) for se in re.findall(r"\bSE (\d+\.\d+)", blocks)]
+    p_values = [float(p) for p in re.findall(r"\bp (0\.\d+)", blocks)]
+    wrong = []
+    for mean, se in PAIR.findall(prose):
+        if not any(close(mean, [value]) and close(se, [error]) for value, error in pairs):
+            wrong.append(f"{mean} +- {se}")
+    wrong += [f"SE {se}" for se in SE_ALONE.findall(prose) if not close(se, errors)]
+    wrong += [f"p {p}" for p in P_VALUE.findall(prose) if f"p {p}" not in blocks]
+    wrong += [f"p {low}-{high}" for low, high in P_RANGE.findall(prose)
+              if not (close(low, p_values) and close(high, p_values))]
+    return wrong
+
+
+def test_an_unchecked_figure_form_in_the_prose_is_caught():
+    """Each form a reading quotes a figure in is checked against the report's blocks."""
+    blocks = "| +0.035 +- 0.016 | 1.14 (4), p 0.160 | 0.45 (4), p 0.339 | by template SE 0.021 (23 df), p < 0.001 |"
+    assert unquoted_figures("+0.035 +- 0.016 (+0.04 (SE 0.02)), SE 0.021, p 0.160, p = 0.339, p < 0.001, "
+                            "p 0.16-0.34", blocks) == []
+    assert unquoted_figures("+0.036 +- 0.016, +0.035 (SE 0.017), SE 0.030, p 0.161, p = 0.338, p 0.16-0.36",
+                            blocks) == ["+0.036 +- 0.016", "+0.035 +- 0.017", "SE 0.030", "p 0.161", "p 0.338",
+                                        "p 0.16-0.36"]
 
 
 def test_figures_quoted_in_the_experiment_pages_are_the_reports():
-    """A reading quotes the report, never its own arithmetic: every "mean +- SE" and every
-    three-digit p-value written around a page's generated blocks is one of the figures in
-    them (or in the summary), at the precision it is written with."""
+    """A reading quotes the report, never its own arithmetic: every "mean +- SE" (or "mean
+    (SE x)"), SE, p-value ("p x", "p = x") and range of p-values written around a page's
+    generated blocks is one of the figures in them (or in the summary), at the precision it
+    is written with."""
     summary = "".join(block.group(0) for block in GENERATED.finditer((DOCS / "README.md").read_text()))
     for page in [*sorted(DOCS.glob("*.md")), *sorted((DOCS / "trials").glob("*.md"))]:
         text = page.read_text()
         blocks = "".join(block.group(0) for block in GENERATED.finditer(text)) + summary
-        figures = [(float(mean), float(se)) for mean, se in PAIR.findall(blocks)]
-        prose = GENERATED.sub("", text)
-        for mean, se in PAIR.findall(prose):
-            places = (len(mean.split(".")[1]), len(se.split(".")[1]))
-            assert any(abs(value - float(mean)) <= 0.5 * 10 ** -places[0] + 1e-9
-                       and abs(error - float(se)) <= 0.5 * 10 ** -places[1] + 1e-9 for value, error in figures), (
-                f"{page.name}: {mean} +- {se} is not a figure of its report")
-        for p in P_VALUE.findall(prose):
-            assert f"p {p}" in blocks, f"{page.name}: p {p} is not a p-value of its report"
+        wrong = unquoted_figures(GENERATED.sub("", text), blocks)
+        assert not wrong, f"{page.name}: {', '.join(wrong)} not figures of its report"
 
 
 VERDICT_WORDS = re.compile(r"reproduc|contradict|inconclusive|beyond|within .*noise|untestable|idle|evidence")
