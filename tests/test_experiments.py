@@ -1018,6 +1018,26 @@ def test_a_page_prints_p_under_0001_as_such_and_no_detectable_effect_where_the_s
         assert not re.search(r"\bp (= )?0\.0+\b(?!\d)", text), page.name
 
 
+def test_every_seeds_for_power_figure_has_its_range_and_every_token_count_says_what_it_counts():
+    """The seeds 80% power needs come from a few seeds' sd: each figure of the record's power
+    table, and each grid's total, carries its 95% range. The budget's tokens are those
+    generated (DAPO's filter drops groups from the loss), and the pages say so."""
+    summary = (DOCS / "README.md").read_text()
+    table = summary.split("| seeds for 80% (95% range) |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert table
+    for line in table:
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        assert re.fullmatch(r"\d+ \(\d+-\d+\)", cells[5]), line
+        assert all(re.fullmatch(r"[\d.]+ \([\d.]+-[\d.]+\)", cell) for cell in cells[6:]), line
+    for total in re.findall(r"\n(\w+) at \d+ seeds ([^;]*);", summary):
+        assert total[1].startswith("(95% range "), total
+    for page in sorted(DOCS.glob("*.md")):
+        text = page.read_text()
+        assert "trained batches' responses" not in text, page.name
+        if "| arm | groups generated |" in text:
+            assert "| tokens generated |" in text and "not tokens that enter the loss" in text, page.name
+
+
 def test_the_detectable_effects_and_powers_quoted_are_the_reports():
     """The experiments README's per-spec held-out detectable effects (its cost table) and the
     power at the paper's main effects, and the main comparison's paper effects and detectable

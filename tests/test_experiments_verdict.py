@@ -183,3 +183,13 @@ def test_a_finding_must_name_the_specs_arms():
         spec_with(Finding(claim="c", metric="acc", arms=["on", "gone"], direction="greater"))
     with pytest.raises(ValueError, match="one arm .* or two different arms"):
         Finding(claim="c", metric="acc", arms=["on", "on"], direction="greater")
+
+
+def test_sd_range_is_the_chi_square_interval_on_the_variance():
+    # 5 seeds, 4 df: chi2_{0.975,4} = 11.143, chi2_{0.025,4} = 0.4844 (tables), so the sd's
+    # 95% range is sqrt(4 / 11.143) = 0.599 to sqrt(4 / 0.4844) = 2.874 times the measured one.
+    from microcoder.experiments.verdict import sd_range
+
+    low, high = sd_range(1.0, 5)
+    assert abs(low - 0.5991) < 1e-3 and abs(high - 2.8735) < 1e-3
+    assert sd_range(0.05, 5) == pytest.approx((0.05 * low, 0.05 * high))

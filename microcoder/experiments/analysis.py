@@ -79,9 +79,10 @@ def cumulative_budget(rows: list[dict], group_size: int) -> dict[int, dict[str, 
     """step -> the training budget spent up to and including it: groups generated (with
     DAPO's refill rounds), responses judged (groups x group_size: every generated response
     is judged, kept or not), seconds (rollout + reward waited for + update; held-out
-    evaluations not counted) and tokens (the trained batch's response tokens: tokens_per_second
-    x the step's seconds, as the trainer divided them; DAPO's refill rounds' dropped groups
-    are not in it). Step 0 (before training) is all zeros."""
+    evaluations not counted) and tokens (the tokens generated in the step's final batch:
+    tokens_per_second x the step's seconds, as the trainer divided them; the groups DAPO's
+    filter drops from the loss are in it, so it is tokens generated, not tokens that enter
+    the loss; refill rounds' earlier batches are not in it). Step 0 (before training) is all zeros."""
     spent = {"groups_generated": 0.0, "responses_judged": 0.0, "seconds": 0.0, "tokens": 0.0}
     budget = {0: dict(spent)}
     for row in rows:

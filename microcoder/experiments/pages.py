@@ -12,7 +12,8 @@ from microcoder.experiments.analysis import TIME_SPLIT, arm_curve, mean_and_erro
 from microcoder.experiments.findings import FindingRow, scored_count
 from microcoder.experiments.layout import GridRuns
 from microcoder.experiments.spec import Finding
-from microcoder.experiments.verdict import CONFOUNDED, IDLE, RULE, SCORED, UNTESTABLE, Verdict, seeds_for_power
+from microcoder.experiments.verdict import (CONFOUNDED, IDLE, RULE, SCORED, UNTESTABLE, Verdict, sd_range,
+                                            seeds_for_power)
 
 
 def signed(value: float | None) -> str:
@@ -99,7 +100,7 @@ def verdicts_text(rows: list[FindingRow], quoted: list[str], holm_family: int | 
     holm_header = f" after Holm (m = {holm_family}) |" if holm_family is not None else ""
     if rows:
         lines += [f"| # | the paper's claim | comparison | per seed | mean +- SE | t in the paper's direction (df), "
-                  f"one-sided p | detectable (80% power) | paper's effect (power) | verdict |{holm_header} "
+                  f"one-sided p | detectable (80% power) | paper's effect, borrowed (power) | verdict |{holm_header} "
                   "by problem, these trained models (mean: SE, p) |",
                   "|---|---|---|---|---|---|---|---|---|" + ("---|" if holm_header else "") + "---|"]
     for index, row in enumerate(rows, start=1):
@@ -143,12 +144,13 @@ def numbers_page(spec, arms: dict[str, list[list[dict]]], budgets: dict[str, lis
             lines.append(f"| {arm} | {key} | {means[0]:.3f} +- {errors[0]:.3f} | {means[-1]:.3f} +- {errors[-1]:.3f} "
                          f"| {shown} | {moved} | {steps[-1]} | {len(runs)} |")
     lines += ["", "Budget spent per run (mean +- SE over seeds, to the last step): groups generated (refill "
-              "rounds counted), responses judged, tokens of the trained batches' responses (refill rounds' "
-              "dropped groups not counted), and seconds of rollout + reward waited for + update "
+              "rounds counted), responses judged, tokens generated in each step's final batch (the "
+              "groups DAPO's filter drops from the loss counted: tokens generated, not tokens that enter the loss; "
+              "refill rounds' earlier batches not counted), and seconds of rollout + reward waited for + update "
               "(held-out evaluations not counted); and each run's wall minutes (summary.json `seconds`: "
               "held-out evaluations counted, step 0's too where the run made it). Arms with equal groups "
               "generated need not have spent equal tokens or seconds.", "",
-              "| arm | groups generated | responses judged | tokens | seconds | wall minutes per run (min-max) | n |",
+              "| arm | groups generated | responses judged | tokens generated | seconds | wall minutes per run (min-max) | n |",
               "|---|---|---|---|---|---|---|"]
     own, shared_minutes, resumed = 0.0, 0.0, []
     for arm, spent in budgets.items():
@@ -191,7 +193,7 @@ def summary_table(rows: list[FindingRow]) -> str:
     t test, the detectable effect, the paper's effect and the power there, the verdict and
     the verdict after Holm; then the seeds that 80% power at the paper's effect needs."""
     lines = [RULE, "", f"| aspect | the paper's claim | comparison | mean +- SE (n) | t in the paper's direction (df), "
-             f"one-sided p | detectable (80% power) | paper's effect (power) | verdict "
+             f"one-sided p | detectable (80% power) | paper's effect, borrowed (power) | verdict "
              f"| after Holm (m = {scored_count(rows)}) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -216,31 +218,53 @@ def summary_table(rows: list[FindingRow]) -> str:
     if power_rows:
         lines += ["", "Seeds for 80% power at the paper's effect, from each finding's measured per-seed sd of the "
                   "difference (`seeds_for_power`), and what that many seeds of the finding's arms would take at "
-                  "their measured wall minutes per run (run-hours; hours two at a time on 2 cores):", "",
-                  "| aspect | comparison | paper's effect | per-seed sd | power now (n) | seeds for 80% | run-hours "
-                  "| hours two at a time |", "|---|---|---|---|---|---|---|---|"]
+                  "their measured wall minutes per run (run-hours; hours two at a time on 2 cores). Each is a point "
+                  "estimate from the sd of few seeds; in brackets its 95% range, from the chi-square interval on "
+                  "the variance (`sd_range`). The paper's effect is borrowed from the paper's scale (its models, "
+                  "its hundreds of steps): the power against it says what these runs would detect, not what they "
+                  "should show.", "",
+                  "| aspect | comparison | paper's effect (borrowed) | per-seed sd | power now (n) "
+                  "| seeds for 80% (95% range) | run-hours (95% range) | hours two at a time (95% range) |",
+                  "|---|---|---|---|---|---|---|---|"]
+
+        def seeds_text(seeds: int | None) -> str:
+            return "over 10,000" if seeds is None else f"{seeds}"
+
+        def needed(row: FindingRow) -> tuple[int | None, int | None, int | None]:
+            """(seeds, low, high) for 80% power: at the measured sd and at its 95% range's ends."""
+            low, high = sd_range(row.verdict.sd, row.verdict.n)
+            effect = row.finding.paper_effect
+            return seeds_for_power(effect, row.verdict.sd), seeds_for_power(effect, low), seeds_for_power(effect, high)
+
+        def hours_text(seeds: tuple, minutes: float | None, share: float = 1.0) -> str:
+            if minutes is None or None in seeds:
+                return "-"
+            point, low, high = (count * minutes / 60 / share for count in seeds)
+            return f"{point:.1f} ({low:.1f}-{high:.1f})"
+
         for row in power_rows:
             verdict, finding = row.verdict, row.finding
-            seeds = seeds_for_power(finding.paper_effect, verdict.sd)
-            hours = None if seeds is None or row.minutes_per_seed is None else seeds * row.minutes_per_seed / 60
+            seeds = needed(row)
             lines.append(f"| {row.spec.name} | {finding.label} | {finding.paper_effect:+.3f} | {verdict.sd:.3f} "
                          f"| {verdict.power_at(finding.paper_effect):.2f} ({verdict.n}) "
-                         f"| {'over 10,000' if seeds is None else seeds} "
-                         f"| {'-' if hours is None else f'{hours:.1f}'} "
-                         f"| {'-' if hours is None else f'{hours / 2:.1f}'} |")
+                         f"| {seeds_text(seeds[0])} ({seeds_text(seeds[1])}-{seeds_text(seeds[2])}) "
+                         f"| {hours_text(seeds, row.minutes_per_seed)} | {hours_text(seeds, row.minutes_per_seed, 2)} |")
         for first in {row.spec.name: row for row in power_rows}.values():
-            needed = [seeds_for_power(row.finding.paper_effect, row.verdict.sd) for row in power_rows
-                      if row.spec.name == first.spec.name]
-            if None in needed or first.grid_minutes_per_seed is None:
+            grid = [needed(row) for row in power_rows if row.spec.name == first.spec.name]
+            if any(None in seeds for seeds in grid) or first.grid_minutes_per_seed is None:
                 continue
+            most = tuple(max(seeds[index] for seeds in grid) for index in range(3))
             per_seed = first.grid_minutes_per_seed / 60
-            more = max(needed) - first.verdict.n
-            lines += ["", f"{first.spec.name} at {max(needed)} seeds (the most any of its findings above needs), each "
-                      f"of its {len(first.spec.arms)} arms: {max(needed) * per_seed:.1f} run-hours, "
-                      f"{max(needed) * per_seed / 2:.1f} h "
-                      f"two at a time at the measured minutes per run"
-                      + (f"; the {more} seeds not yet run, {more * per_seed:.1f} run-hours "
-                         f"({more * per_seed / 2:.1f} h two at a time)." if more > 0 else ".")]
+            more = tuple(count - first.verdict.n for count in most)
+            lines += ["", f"{first.spec.name} at {most[0]} seeds (95% range {most[1]}-{most[2]}; the most any of its "
+                      f"findings above needs), each of its {len(first.spec.arms)} arms: "
+                      f"{hours_text(most, first.grid_minutes_per_seed)} run-hours, "
+                      f"{hours_text(most, first.grid_minutes_per_seed, 2)} h two at a time at the measured minutes "
+                      "per run"
+                      + (f"; the {more[0]} seeds not yet run, {more[0] * per_seed:.1f} run-hours "
+                         f"({more[0] * per_seed / 2:.1f} h two at a time; 95% range "
+                         f"{max(more[1], 0) * per_seed / 2:.1f}-{max(more[2], 0) * per_seed / 2:.1f} h)."
+                         if more[0] > 0 else ".")]
     return "\n".join(lines)
 
 

@@ -39,7 +39,9 @@ solved for delta; with 5 seeds delta = 3.04 SE, where the t-quantile approximati
 t_{0.95,4} + t_{0.80,4} gives 3.07 SE). `power` is that probability at a given effect (the
 paper's, where it gives one), and `seeds_for_power` the fewest seeds that reach 80% at an
 effect with the measured per-seed sd. All three read the measured SE as if it were the true
-one: with 5 seeds that estimate is itself rough, and the pages say so.
+one: with 5 seeds that estimate is itself rough, so the summary gives each seeds-for-power
+figure with its 95% range (`sd_range`: the chi-square interval on the variance, n - 1
+degrees of freedom; with 5 seeds the sd could be 0.60x to 2.87x the measured one).
 """
 
 from __future__ import annotations
@@ -120,6 +122,16 @@ def seeds_for_power(effect: float, sd: float, most: int = 10_000) -> int | None:
             return n
         n += 1 if n < 100 else n // 10
     return None
+
+
+def sd_range(sd: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The `level` confidence interval of a normal population's sd from a sample sd of n
+    values: sd * sqrt((n - 1) / chi2_{1 - a/2, n-1}) to sd * sqrt((n - 1) / chi2_{a/2, n-1})."""
+    from scipy import stats
+
+    tail = (1 - level) / 2
+    return (sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - tail, n - 1)),
+            sd * math.sqrt((n - 1) / stats.chi2.ppf(tail, n - 1)))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
