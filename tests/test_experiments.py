@@ -973,12 +973,16 @@ def test_an_unchecked_figure_form_in_the_prose_is_caught():
 def test_figures_quoted_in_the_experiment_pages_are_the_reports():
     """A reading quotes the report, never its own arithmetic: every "mean +- SE" (or "mean
     (SE x)"), SE, p-value ("p x", "p = x") and range of p-values written around a page's
-    generated blocks is one of the figures in them (or in the summary), at the precision it
-    is written with."""
+    generated blocks is one of the figures in them (or in the summary; the record's README,
+    which speaks of every page, in any page's), at the precision it is written with."""
     summary = "".join(block.group(0) for block in GENERATED.finditer((DOCS / "README.md").read_text()))
+    every = "".join(block.group(0) for page in sorted(DOCS.glob("*.md"))
+                    for block in GENERATED.finditer(page.read_text()))
     for page in [*sorted(DOCS.glob("*.md")), *sorted((DOCS / "trials").glob("*.md"))]:
         text = page.read_text()
         blocks = "".join(block.group(0) for block in GENERATED.finditer(text)) + summary
+        if page == DOCS / "README.md":
+            blocks += every
         wrong = unquoted_figures(GENERATED.sub("", text), blocks)
         assert not wrong, f"{page.name}: {', '.join(wrong)} not figures of its report"
 
@@ -1036,6 +1040,29 @@ def test_every_seeds_for_power_figure_has_its_range_and_every_token_count_says_w
         assert "trained batches' responses" not in text, page.name
         if "| arm | groups generated |" in text:
             assert "| tokens generated |" in text and "not tokens that enter the loss" in text, page.name
+
+
+def test_the_record_says_what_was_decided_after_the_data_and_the_front_readme_agrees():
+    """Every `confound:` exclusion of a published spec is listed with its date and commit in
+    the record's "Decided after the data"; a one-sided p chosen after the data is quoted with
+    its two-sided p; the front README says what the record says of per-problem files."""
+    readme = (DOCS / "README.md").read_text()
+    decided = readme.split("\n## Decided after the data\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in decided.splitlines() if re.match(r"\| \d{4}-\d\d-\d\d \| [0-9a-f]{7} \|", line)]
+    for row in rows:
+        commit = row.split("|")[2].strip()
+        subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=DOCS.parents[1], check=True)
+    confounded = {path.parent.name for path in (DOCS / "data").glob("*/spec.yaml")
+                  if any(finding.get("confound") for finding in yaml.safe_load(path.read_text()).get("findings", []))}
+    assert confounded and all(any(f"`confound:` on {name}'s" in row for row in rows) for name in confounded)
+    assert any("2 SE" in row and "t test" in row for row in rows)
+    front = " ".join((DOCS.parents[1] / "README.md").read_text().split())
+    default_run = " ".join((DOCS.parents[1] / "results" / "default_run.md").read_text().split())
+    for text in (front, default_run):
+        for quote in re.finditer(r"p (= )?0\.037", text):
+            assert "two-sided p" in text[quote.end():quote.end() + 120], text[quote.start():quote.end() + 120]
+    assert "Every published run has its per-problem" in front and "not yet for all" not in front
+    assert "Every published run now has its per-problem files" in readme
 
 
 def test_the_detectable_effects_and_powers_quoted_are_the_reports():
