@@ -246,6 +246,12 @@ def data_directories() -> tuple[str, ...]:
     return tuple(_data_directories)
 
 
+def data_directory_count() -> int:
+    """How many directories `remember_data_directory` was told of: only ever grows, so a
+    worker that hid that many hides them all (checked before every run, hence no copy)."""
+    return len(_data_directories)
+
+
 def iter_jsonl(
     path: str | Path, on_error: Callable[[ProblemFormatError], None] | None = None
 ) -> Iterator[tuple[int, Any]]:

@@ -79,7 +79,7 @@ def test_a_worker_killed_on_every_try_is_a_sandbox_error_where_runs_cannot_signa
     with Sandbox(config=SandboxConfig(workers=1)) as sandbox:
         run, killed = run_while_killing(sandbox, SLOW_HONEST, times=WORKER_DEATHS_PER_RUN)
         assert len(killed) == WORKER_DEATHS_PER_RUN
-        assert run.status == "sandbox_error", run
+        assert run.status == "sandbox_error" and run.machine_fault, run
         assert "SIGKILL" in run.detail and "not the program's fault" in run.detail
         assert sandbox.run("print(7)").stdout == b"7\n"
 
@@ -105,7 +105,7 @@ def test_a_program_that_kills_its_own_worker_every_time_is_its_runtime_error():
     suicide = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint(3)\n"
     with Sandbox(config=SandboxConfig(workers=1, isolation="none")) as sandbox:
         run = sandbox.run(suicide, "1 2")
-        assert run.status == "runtime_error", run
+        assert run.status == "runtime_error" and not run.machine_fault, run
         assert f"on {WORKER_DEATHS_PER_RUN} fresh workers" in run.detail and "SIGKILL" in run.detail
         assert sandbox.run("print(7)").stdout == b"7\n"
 
@@ -116,3 +116,26 @@ def test_where_runs_have_their_own_uid_a_program_cannot_kill_its_worker():
     with Sandbox(config=SandboxConfig(workers=1)) as sandbox:
         run = sandbox.run(suicide, "1 2")
         assert run.status == "runtime_error" and "PermissionError" in run.detail, run
+
+
+def test_a_machine_fault_in_the_data_builds_reference_run_stops_the_stage_and_is_not_cached(monkeypatch, tmp_path):
+    # amplify asks the sandbox for the reference's answer to each generated input and caches
+    # it: a worker killed under that run must stop the stage, not become a cached answer
+    # ("reference sandbox_error") that drops the input now and on every rerun.
+    from microcoder.data import amplify
+    from microcoder.evaluator.sandbox import ProgramRun, SandboxFault
+
+    fault = ProgramRun("sandbox_error", detail="its sandbox worker died under it 2 times", machine_fault=True)
+
+    class FaultySandbox:
+        def run(self, *args, **kwargs):
+            return fault
+
+    class Context:
+        def evaluator(self):
+            return type("E", (), {"sandbox": FaultySandbox(), "config": EvaluatorConfig()})()
+
+    problem = stdin_problem([("1", "1")], problem_id="p").model_copy(
+        update={"kind": "call", "entry_point": "f", "metadata": {"reference_solution": "def f(x):\n    return x\n"}})
+    with pytest.raises(SandboxFault, match="could not run p's reference"):
+        amplify._answer(Context(), problem, "1", 1.0)

@@ -64,6 +64,7 @@ from microcoder.data.constraints import (
 from microcoder.data.records import Reject
 from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.data.validate import pipeline_source, time_limit_from_reference
+from microcoder.evaluator.sandbox import SandboxFault
 from microcoder.problems import Problem, TestCase
 
 NO_HIDDEN = "no hidden tests (every test is in the statement)"
@@ -430,6 +431,8 @@ def _answer(context: StageContext, problem: Problem, arguments_text: str, time_l
                                 time_limit_s=time_limit_s,
                                 memory_limit_mb=problem.memory_limit_mb or evaluator.config.memory_limit_mb,
                                 output_limit_mb=evaluator.config.output_limit_mb)
+    if run.machine_fault:  # never an answer, nor cached as one: the stage stops, and a rerun resumes
+        raise SandboxFault(f"amplify: the sandbox could not run {problem.id}'s reference: {run.detail}")
     return {"status": run.status, "return_json": run.return_json, "cpu_s": round(run.cpu_s, 6),
             "detail": run.detail[:200]}
 

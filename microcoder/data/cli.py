@@ -94,10 +94,11 @@ def _one_line_errors() -> Iterator[None]:
     """What stops a build (a missing input, a locked work_dir, a full or read-only disk, a
     config a stage refuses) is one line and exit 2."""
     from microcoder.data.pipeline import MissingInput, WorkDirLocked
+    from microcoder.evaluator.sandbox import SandboxFault
 
     try:
         yield
-    except (MissingInput, WorkDirLocked, OSError, ValueError) as error:
+    except (MissingInput, WorkDirLocked, SandboxFault, OSError, ValueError) as error:
         _fail(error)
 
 

@@ -38,7 +38,7 @@ from microcoder.evaluator._wire import read_message, write_message
 from microcoder.evaluator.cgroups import (RUN_CPU_QUOTA_CORES, CgroupPlan, WorkerCgroups, make_worker_cgroups,
                                           retry_unremoved_cgroups, warn_without_cgroup, worker_cgroup_plan)
 from microcoder.evaluator.isolation import Isolation, IsolationPlan, isolation_plan
-from microcoder.problems import data_directories
+from microcoder.problems import data_directories, data_directory_count
 
 ZYGOTE = Path(__file__).with_name("_zygote.py")
 STATUSES = (
@@ -101,6 +101,11 @@ class SandboxConfig:
     make one (one warning where not), `required` refuses to start without, `off` never."""
 
 
+class SandboxFault(RuntimeError):
+    """The machine failed a run (`ProgramRun.machine_fault`) where its caller has no way to
+    leave it unjudged: what it was doing stops, saying so in one line."""
+
+
 @dataclass
 class ProgramRun:
     """What one run of one program did. `status` is one of STATUSES."""
@@ -116,6 +121,10 @@ class ProgramRun:
     return_json: str | None = None
     """Call runs: the JSON of the return value, or None."""
     detail: str = ""
+    machine_fault: bool = False
+    """A `sandbox_error` of the machine's, not the program's nor the problem's: its worker
+    died under it on every try, or the sandbox was closed under it. Judged again later, it
+    may well run."""
 
 
 
@@ -226,7 +235,7 @@ class Worker:
     def shows_data(self) -> bool:
         """Whether this process read data from a directory since this worker started, which
         its runs therefore see: it is replaced by a worker that hides that one too."""
-        return self.plan.isolate_filesystem and self.data_directories != data_directories()
+        return self.plan.isolate_filesystem and len(self.data_directories) != data_directory_count()
 
     def run(self, request: dict, source: bytes, stdin: bytes) -> tuple[dict, list[bytes]]:
         self.unswept = True  # until the worker's reply says it cleaned up after the run
@@ -506,7 +515,8 @@ class Sandbox:
         how = "; then ".join(died)
         if self.plan.switch_uid:
             return ProgramRun("sandbox_error", detail=f"its sandbox worker died under it {len(died)} times "
-                                                      f"({how}); runs cannot signal their worker, so not the program's fault")
+                                                      f"({how}); runs cannot signal their worker, so not the program's fault",
+                              machine_fault=True)
         return ProgramRun("runtime_error", detail=f"the run killed its sandbox worker on {len(died)} fresh workers ({how})")
 
     def run(
@@ -564,7 +574,8 @@ class Sandbox:
         while isinstance(outcome, str):
             died.append(outcome)
             if self._closed:
-                return ProgramRun("sandbox_error", detail=f"the sandbox was closed mid-run (its worker {outcome})")
+                return ProgramRun("sandbox_error", detail=f"the sandbox was closed mid-run (its worker {outcome})",
+                                  machine_fault=True)
             if len(died) == WORKER_DEATHS_PER_RUN:
                 return self._judge_worker_deaths(died)
             outcome = self._run_once(request, source_bytes, stdin_bytes, deadline, stop)
@@ -650,4 +661,4 @@ def _close_open_sandboxes() -> None:
     retry_unremoved_cgroups(seconds=2.0)
 
 
-__all__ = ["Sandbox", "SandboxConfig", "ProgramRun", "RunStop", "STATUSES"]
+__all__ = ["Sandbox", "SandboxConfig", "SandboxFault", "ProgramRun", "RunStop", "STATUSES"]
