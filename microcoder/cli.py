@@ -293,14 +293,16 @@ def serve(
                                       memory_limit_mb=memory_limit, max_run_timeout_s=max_run_timeout,
                                       client_grace_s=client_grace, upload_timeout_s=upload_timeout,
                                       shutdown_grace_s=shutdown_grace))
-        from microcoder.service.app import run_server  # FastAPI and uvicorn: the `serve` extra
-
-        run_server(config)
+        from microcoder.service.app import UnsupportedUvicorn, run_server  # FastAPI and uvicorn: the `serve` extra
     except ModuleNotFoundError as error:
         console.print(f"[red]error:[/red] {error}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(2) from None
-    except (ProblemFormatError, ValueError, FileNotFoundError, OSError, RuntimeError) as error:
-        _fail(console, error)  # RuntimeError: a uvicorn other than the one read, or workers that cannot start
+    except (ValueError, OSError) as error:  # an option the config refuses
+        _fail(console, error)
+    try:
+        run_server(config)
+    except (ProblemFormatError, ValueError, FileNotFoundError, OSError, UnsupportedUvicorn) as error:
+        _fail(console, error)
 
 
 experiment_app = typer.Typer(help="Run and report experiment grids (arms x seeds of training runs).",

@@ -995,11 +995,13 @@ def test_the_by_problem_column_carries_no_verdict_word_and_its_note_is_on_every_
     verdict, in its cells or in the prose around them; each page that prints the column says so."""
     from microcoder.experiments.pages import PAIRING_CAVEAT
 
+    checked = 0
     for page in [*sorted(DOCS.glob("*.md")), *sorted((DOCS / "trials").glob("*.md"))]:
         text = page.read_text()
         tables = [line for line in text.splitlines() if line.startswith("| #")]
         if not tables:
             continue
+        checked += 1
         assert all(line.endswith("| by problem, these trained models (mean: SE, p) |") for line in tables), page.name
         assert PAIRING_CAVEAT in text, page.name
         for line in text.splitlines():
@@ -1007,6 +1009,7 @@ def test_the_by_problem_column_carries_no_verdict_word_and_its_note_is_on_every_
                 cell = line.rstrip(" |").rsplit("|", 1)[1]
                 assert not VERDICT_WORDS.search(cell), f"{page.name}: {cell}"
         assert "problem-sampling noise" not in GENERATED.sub("", text), page.name
+    assert checked >= 5, f"only {checked} pages print the by-problem column"
 
 
 def test_a_page_prints_p_under_0001_as_such_and_no_detectable_effect_where_the_se_is_0():
@@ -1059,7 +1062,9 @@ def test_the_record_says_what_was_decided_after_the_data_and_the_front_readme_ag
     front = " ".join((DOCS.parents[1] / "README.md").read_text().split())
     default_run = " ".join((DOCS.parents[1] / "results" / "default_run.md").read_text().split())
     for text in (front, default_run):
-        for quote in re.finditer(r"p (= )?0\.037", text):
+        quotes = list(re.finditer(r"p (= )?0\.037", text))
+        assert quotes, "the vLLM comparison's p is no longer quoted: check what replaced it"
+        for quote in quotes:
             assert "two-sided p" in text[quote.end():quote.end() + 120], text[quote.start():quote.end() + 120]
     assert "Every published run has its per-problem" in front and "not yet for all" not in front
     assert "Every published run now has its per-problem files" in readme

@@ -1003,10 +1003,10 @@ def test_the_stop_signals_are_those_that_would_end_it_but_its_own_faults():
 
 
 def test_serve_refuses_a_uvicorn_other_than_the_one_its_overrides_were_read_against():
-    from microcoder.service.app import UVICORN_VERSION, check_uvicorn_version
+    from microcoder.service.app import UVICORN_VERSION, UnsupportedUvicorn, check_uvicorn_version
 
     check_uvicorn_version()  # the pinned release is the one installed
-    with pytest.raises(RuntimeError, match=f"uvicorn 0.99.0 is installed.*uvicorn=={UVICORN_VERSION}"):
+    with pytest.raises(UnsupportedUvicorn, match=f"uvicorn 0.99.0 is installed.*uvicorn=={UVICORN_VERSION}"):
         check_uvicorn_version("0.99.0")
 
 

@@ -677,12 +677,16 @@ included): h11's own limit on an incomplete one, held here on every one."""
 _HEAD_END = re.compile(rb"\n\r?\n")  # h11's end of a head (it accepts bare \n line ends)
 
 
+class UnsupportedUvicorn(RuntimeError):
+    """The installed uvicorn is not the release this module's overrides were read against."""
+
+
 def check_uvicorn_version(installed: str | None = None) -> None:
-    """Raise RuntimeError unless uvicorn is UVICORN_VERSION, the release whose internals the
-    overrides below were read against."""
+    """Raise UnsupportedUvicorn unless uvicorn is UVICORN_VERSION, the release whose
+    internals the overrides below were read against."""
     installed = uvicorn.__version__ if installed is None else installed
     if installed != UVICORN_VERSION:
-        raise RuntimeError(f"uvicorn {installed} is installed, but microcoder serve overrides internals of uvicorn "
+        raise UnsupportedUvicorn(f"uvicorn {installed} is installed, but microcoder serve overrides internals of uvicorn "
                            f"{UVICORN_VERSION} (microcoder/service/app.py, its uvicorn section): "
                            f"pip install uvicorn=={UVICORN_VERSION}")
 

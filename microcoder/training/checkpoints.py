@@ -88,7 +88,10 @@ def file_fault(path: Path) -> str | None:
                 return "is cut short (no zip end record, which torch.save writes last)"
             with safe_globals():
                 torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    except (SafetensorError, pickle.UnpicklingError, ValueError, KeyError, RuntimeError, OSError, EOFError) as error:
+    # What a file's own bytes can make its loader say. An OSError (EIO, EMFILE, ENOMEM) is
+    # the machine's and propagates: it says nothing against the checkpoint, which must not
+    # be set aside for it.
+    except (SafetensorError, pickle.UnpicklingError, ValueError, KeyError, RuntimeError, EOFError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         return f"does not load ({first.split('. ')[0]})"  # torch's text goes on about what may have caused it
     return None

@@ -128,7 +128,9 @@ def truncate_metrics(path: Path, last_step: int) -> None:
             raise ValueError(f"--resume: {path} line {number} is not a metrics record ({error})") from None
         if step <= last_step:
             kept.append(line)
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    partial = path.with_suffix(f".{os.getpid()}.tmp")  # a kill while cutting back leaves the file whole
+    partial.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(partial, path)
 
 
 def resume_checkpoint(run_dir: Path, processes) -> str:
