@@ -3,14 +3,20 @@ contamination matching, pass-rate band and date filters. No sandbox, no ../share
 
 from __future__ import annotations
 
+import errno
+import gzip
 import json
+
+import pytest
 
 from microcoder.data.decontaminate import ContaminationIndex
 from microcoder.data.dedup import deduplicate, exact_key, jaccard, shingles
 from microcoder.data.difficulty import filter_by_difficulty, passes_band
-from microcoder.data.config import DedupConfig, PipelineConfig
+from microcoder.data import ingest
+from microcoder.data.config import DedupConfig, PipelineConfig, SourceConfig
 from microcoder.data.stages import StageContext
 from microcoder.data.validate import check_tests, first_line_shape, fits_first_line, judge_flags
+from microcoder.evaluator.sandbox import SandboxFault
 from microcoder.problems import Problem
 
 STATEMENT = ("You are given t test cases. In each test case you are given two integers a and b, the number of "
@@ -224,3 +230,23 @@ def test_a_canonical_source_may_be_one_json_list(tmp_path):
     problems, rejects = load_source(config, SourceConfig(path=str(path)), StageContext(config))
     assert [problem.id for problem in problems] == ["a", "b"]
     assert [(r.row, r.field, r.reason) for r in rejects] == [(3, "id", "duplicate id")]
+
+
+@pytest.mark.parametrize("fault", [OSError(errno.EIO, "Input/output error"),
+                                   SandboxFault("recording its tests: its sandbox worker died under it 2 times")])
+def test_a_machine_fault_while_reading_a_source_stops_ingest_instead_of_rejecting_it(tmp_path, monkeypatch, fault):
+    # An I/O error, a hub source's network error or a sandbox that could not record the
+    # tests is the machine's: the source is not "unreadable", and no reject is cached for it.
+    path = tmp_path / "source.jsonl"
+    path.write_text("{}\n")
+    config = PipelineConfig(sources=[], progress=False, base_dir=str(tmp_path))
+
+    def failing(*args, **kwargs):
+        raise fault
+
+    monkeypatch.setattr(ingest, "_load_file", failing)
+    with pytest.raises(type(fault)):
+        ingest.load_source(config, SourceConfig(path=str(path)), StageContext(config))
+    monkeypatch.setattr(ingest, "_load_file", lambda *args: (_ for _ in ()).throw(gzip.BadGzipFile("Not a gzipped file")))
+    problems, rejects = ingest.load_source(config, SourceConfig(path=str(path)), StageContext(config))
+    assert problems == [] and [reject.reason for reject in rejects] == ["unreadable source"]

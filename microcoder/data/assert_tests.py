@@ -28,6 +28,7 @@ from typing import Any
 
 from microcoder.data.literals import NotRepresentable
 from microcoder.data.records import Row, RowRejected, base_metadata
+from microcoder.evaluator.sandbox import SandboxFault
 from microcoder.problems import DEFAULT_CALL_PRELUDE, Checker, Problem, TestCase
 
 HARNESS_TIME_LIMIT_S = 30.0
@@ -371,6 +372,8 @@ def convert_assert_rows(format: str, rows: list[Row], licence: str, sandbox: Any
         for (index, spec), run in zip(jobs, runs):
             item = rows[index]
             stdout = run.stdout.decode("utf-8", "replace")
+            if run.machine_fault:  # the machine's, not the row's: no reject, the conversion stops
+                raise SandboxFault(f"{item.path}, row {item.row}: recording its tests: {run.detail}")
             try:
                 if run.status != "ok" and RECORD_MARK + '{"done"' not in stdout:
                     tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [run.status]

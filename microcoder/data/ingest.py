@@ -19,6 +19,7 @@ stay unique; duplicates are the dedup stage's business.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import tempfile
@@ -30,7 +31,6 @@ from microcoder.data.loaders import detect_format, load_problems
 from microcoder.data.sources import SOURCES, licence_of
 from microcoder.data.records import Reject, read_records
 from microcoder.data.stages import (
-    DISK_FAULTS,
     StageContext,
     StageOutput,
     file_hash,
@@ -39,6 +39,7 @@ from microcoder.data.stages import (
     write_json_atomic,
     write_lines_atomic,
 )
+from microcoder.evaluator.sandbox import SandboxFault
 from microcoder.problems import DuplicateIdError, Problem, ProblemFormatError, parse_problems
 
 CANONICAL_FIELDS = {"id", "prompt", "kind", "tests"}
@@ -174,8 +175,10 @@ def load_source(config: PipelineConfig, source: SourceConfig, context: StageCont
                 raise FileNotFoundError(f"no such file: {path}")
             problems, rejects = _load_file(path, source, context)
     except Exception as error:  # noqa: BLE001 - one bad source must not stop the build
-        if isinstance(error, OSError) and error.errno in DISK_FAULTS:
-            raise  # the machine's fault, not the source's
+        # The machine's fault, not the source's: a disk or I/O error, a network error of a
+        # hub source, a sandbox that could not record its tests. A damaged .gz is the file's.
+        if isinstance(error, SandboxFault) or (isinstance(error, OSError) and not isinstance(error, gzip.BadGzipFile)):
+            raise
         return [], [Reject(display, 0, "(source)", "unreadable source", f"{type(error).__name__}: {error}", None)]
     if source.dates:
         try:

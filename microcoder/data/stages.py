@@ -10,7 +10,6 @@ renamed; a write that fails removes its temporary, and its error names the targe
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -96,10 +95,6 @@ class StageContext:
 class MissingInput(RuntimeError):
     """An input the build needs is absent or cannot be read: a file the config names, or the
     output of the stage a single stage reads from. Raised before anything is written."""
-
-
-DISK_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
-"""Errors of the machine, not of a record: they stop the build, never become a reject."""
 
 
 def sha256_of(*parts: Any) -> str:
