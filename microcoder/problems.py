@@ -82,9 +82,23 @@ class Checker(BaseModel):
     1e-2") or `relative` (|got - expected| <= tol * |expected| only). Left out of the JSON
     when `either`, so problems without it keep their bytes (and digests)."""
     case_insensitive: bool = False
-    """Tokens compare without regard to case ("you may print YES/yes in any case")."""
+    """Every token compares without regard to case ("you may print each letter of the
+    string in any case")."""
+    case_insensitive_words: list[str] = Field(default_factory=list)
+    """`stdin`: the answer words that compare without regard to case, every other token
+    exactly: ["NO", "YES"] for "print YES or NO; you can output the answer in any case",
+    where a string printed beside the YES must still match letter for letter. Left out of
+    the JSON when empty."""
     unordered_lines: bool = False
     """Output lines may appear in any order (compared as a multiset of lines). `stdin` only."""
+    unordered_tokens: bool = False
+    """`stdin`: the tokens of each expected line may come in any order (compared as a
+    multiset, line breaks counting as whitespace as ever): "print the k indices in any
+    order" after a first line holding k. Left out of the JSON when false."""
+    exact_decimals: bool = False
+    """`stdin`: decimal tokens compare as text, as integers do ("print the value rounded
+    to exactly two digits after the decimal point": 0.3 is not 0.30). Left out of the
+    JSON when false."""
     unordered_levels: list[int] = Field(default_factory=list)
     """`call` only: the nesting levels of the return value whose lists may come in any order
     (compared as multisets). 0 is the returned list itself, 1 each list inside it, and so
@@ -98,11 +112,19 @@ class Checker(BaseModel):
 
 
     @model_serializer(mode="wrap")
-    def _leave_out_the_default_kind(self, handler):
+    def _leave_out_later_fields_at_their_defaults(self, handler):
+        # Fields added after problems were first written are left out at their defaults,
+        # so that those problems keep their bytes (and digests: verl references, caches).
         data = handler(self)
-        if isinstance(data, dict) and data.get("float_tolerance_kind") == "either":
-            del data["float_tolerance_kind"]
+        if isinstance(data, dict):
+            for name, default in _LATER_FIELD_DEFAULTS.items():
+                if name in data and data[name] == default:
+                    del data[name]
         return data
+
+
+_LATER_FIELD_DEFAULTS = {"float_tolerance_kind": "either", "case_insensitive_words": [], "unordered_tokens": False,
+                         "exact_decimals": False}
 
 
 class Problem(BaseModel):
@@ -151,6 +173,10 @@ class Problem(BaseModel):
     def _call_needs_entry_point(self) -> Problem:
         if self.kind == "call" and not self.entry_point:
             raise FieldError("entry_point", "a `call` problem needs `entry_point`")
+        if self.checker is not None and self.kind != "stdin":
+            for name in ("case_insensitive_words", "unordered_tokens", "exact_decimals"):
+                if getattr(self.checker, name):
+                    raise FieldError(f"checker.{name}", f"only `stdin` problems have `{name}`")
         if self.checker is not None and self.checker.unordered_levels:
             levels = self.checker.unordered_levels
             if self.kind != "call":

@@ -35,8 +35,9 @@ def arrow_schema():
     import pyarrow as pa
 
     checker = pa.struct([("float_tolerance", pa.float64()), ("float_tolerance_kind", pa.string()),
-                         ("case_insensitive", pa.bool_()),
-                         ("unordered_lines", pa.bool_()), ("unordered_levels", pa.list_(pa.int64())),
+                         ("case_insensitive", pa.bool_()), ("case_insensitive_words", pa.list_(pa.string())),
+                         ("unordered_lines", pa.bool_()), ("unordered_tokens", pa.bool_()),
+                         ("unordered_levels", pa.list_(pa.int64())), ("exact_decimals", pa.bool_()),
                          ("python", pa.string())])
     return pa.schema([
         ("id", pa.string()), ("prompt", pa.string()), ("kind", pa.string()), ("entry_point", pa.string()),

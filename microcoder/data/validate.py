@@ -8,16 +8,18 @@ Per problem, in order:
    fit the statement's input format (below). A problem left with no test is removed;
    when every test misfit the input format the tests belong to another problem, and the
    removal says so.
-2. Checker. Statements that accept several answers are removed, as equality with one
-   recorded answer cannot judge them: stdin ones (the loaders' rules, and "you may
-   output any."), interactive ones, and call ones ("return any of them", reason
-   "several answers, no checker"). Otherwise the statement may set the checker
-   (`metadata.checker_inferred = "statement"`, the rule in `metadata.checker_rule`):
-   stdin problems without one get `stdin_checker` (the loaders' rules: "absolute or
-   relative error ... 10^-6", "in any case") and `unordered_lines` for "print the lines
-   in any order"; call problems whose result is a list and whose statement says it may
-   come "in any order" get `unordered_levels` ([0], or [1] for a result of fixed
-   positions whose lists are unordered inside). Each inferred any-order checker is
+2. Checker. The statement is read as microcoder/data/readings.py says. Statements that
+   accept several answers are removed, as equality with one recorded answer cannot judge
+   them: stdin ones ("If there are multiple answers, print any"), interactive ones, and
+   call ones ("Return any array that satisfies this condition", reason "several
+   answers, no checker"). Otherwise the statement may set the checker
+   (`metadata.checker_inferred = "statement"`, the rules in `metadata.checker_rule`):
+   stdin problems without one get `stdin_checker` (an error bound, exact decimals, the
+   answer words in any letter case, the lines or each line's tokens in any order); call
+   problems get a stated error bound ("within 10^-5 of the actual answer") and, where
+   the result is a list whose statement says it may come "in any order",
+   `unordered_levels` ([0], or [1] for a result of fixed positions whose lists are
+   unordered inside). Each inferred any-order checker is
    checked on the problem's own tests: every expected result, permuted at those levels,
    must be accepted (`metadata.checker_permuted_tests` counts the tests and how many
    permutations differ from the result); the reference must then pass with it (3.).
@@ -56,6 +58,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from microcoder.data import readings
 from microcoder.data.config import PipelineConfig, ValidateConfig
 from microcoder.data.literals import NotRepresentable, find_signature
 from microcoder.data.sources.common import signature_misfit, stdin_checker, unjudgeable_statement
@@ -81,16 +84,6 @@ _NUMBER = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
 MISFIT = "input does not fit the stated input format"
 SEVERAL_ANSWERS = "several answers, no checker"
 
-# Statement phrases read by the checker step (step 2); narrow on purpose, each a choice of
-# ours, listed in docs/data_pipeline.md. "Return the answer in any order": the result's
-# order is free. Sentences where something else happens in any order ("the tasks can be
-# done in any order") name no result, so they do not match.
-_RESULT_ANY_ORDER = re.compile(
-    r"\b(?:return|returned|answer|result)\b[^.\n]{0,100}?\(?\bin (?:any|an arbitrary|any arbitrary) order\b"
-    r"|\border (?:of|in) (?:the |your )?(?:output|answer|result|returned \w+)s?\b[^.\n]{0,60}?"
-    r"\b(?:does not|doesn't|do not|don't) matter\b",
-    re.IGNORECASE,
-)
 # Which levels of a nested result the words free. A result of fixed positions whose lists
 # are unordered inside: "answer[0] is a list of ...", "the first list of the output".
 _FIXED_POSITIONS = re.compile(r"\banswer\[[01]\]|\b(?:first|second) list of the output\b", re.IGNORECASE)
@@ -116,23 +109,6 @@ _SEQUENCE_WORDS = re.compile(r"\b(?:permutations?|paths?|sequences?|orderings?|a
 INNER_UNDECIDED = "inner order undecided"
 """A nested result whose outer order the words free but whose inner lists they neither free
 nor fix: level 0 only, listed in the datasheet for a hand decision."""
-# "If there are multiple solutions, return any of them": a call problem with several
-# correct results, which equality with one recorded result cannot judge.
-_SEVERAL_CALL_RESULTS = re.compile(
-    r"\b(?:return|output|choose|pick|find)\s+any\s+(?:one\s+)?of\s+them\b"
-    r"|\b(?:return|choose)\s+any\s+(?:one\s+)?(?:valid\s+|such\s+|possible\s+)?(?:answer|solution)\b"
-    r"|\breturn\s+any\s+(?:valid|correct|possible|such|permutation|string|arrangement)\b"
-    r"|\b(?:you\s+(?:may|can)\s+)?find\s+any\s+(?:valid|such|one|possible)\b",
-    re.IGNORECASE,
-)
-# Stdin phrases the loaders' rules do not read: "you may output any." (several outputs)
-# and "you can print the lines in any order" (a multiset of lines).
-_SEVERAL_STDIN_OUTPUTS = re.compile(
-    r"\byou\s+(?:may|can)\s+(?:print|output)\s+any\s*[.,;]"
-    r"|\b(?:print|output)\s+any\s+(?:one\s+)?(?:of\s+them|valid|correct|possible|such|string|permutation)\b",
-    re.IGNORECASE)
-_LINES_ANY_ORDER = re.compile(r"\b(?:print|output)\s+the\s+lines\s+in\s+any\s+order\b", re.IGNORECASE)
-
 
 def first_line_shape(statement: str) -> tuple[int, bool] | None:
     """(tokens, all numbers?) the statement promises for the first input line, or None
@@ -238,24 +214,32 @@ def judge_flags(problem: Problem) -> tuple[str, str] | None:
     if problem.checker is not None and problem.checker.python:
         return None
     if problem.kind == "call":
-        match = _SEVERAL_CALL_RESULTS.search(problem.prompt)
-        if match:
-            return SEVERAL_ANSWERS, f"statement accepts several results ({match.group(0)!r}) and no checker is available"
+        sentence = readings.read_several_answers(problem.prompt, "call")
+        if sentence:
+            return SEVERAL_ANSWERS, f"statement accepts several results ({sentence[:120]!r}) and no checker is available"
         return None
-    flagged = unjudgeable_statement(problem.prompt, problem.tags)
-    if flagged is None and (match := _SEVERAL_STDIN_OUTPUTS.search(problem.prompt)):
-        flagged = "several correct outputs", f"statement accepts several outputs ({match.group(0)!r}) and no checker is available"
-    return flagged
+    return unjudgeable_statement(problem.prompt, problem.tags)
 
 
 def list_depth(annotation: str | None, outputs: list[object]) -> int:
     """How many lists deep the result is: from the return annotation (`List[List[int]]`
-    -> 2), else from the expected outputs (every one a list of lists -> 2). Pure."""
-    if annotation:
+    -> 2), else from the expected outputs (every one a list of lists -> 2); a bare `list`
+    says one level at least, the outputs say how many. Pure."""
+    if annotation and annotation.strip() not in _BARE_LISTS:
         depth, rest = 0, annotation.strip()
         while (inner := re.fullmatch(r"(?:List|list)\s*\[\s*(.*)\]", rest)) is not None:
             depth, rest = depth + 1, inner.group(1).strip()
+            if rest in _BARE_LISTS:  # List[list]: the rest from the outputs
+                return depth + max(1, _depth_of_outputs([item for value in outputs if type(value) is list
+                                                          for item in value]))
         return depth
+    return max(1, _depth_of_outputs(outputs)) if annotation else _depth_of_outputs(outputs)
+
+
+_BARE_LISTS = ("list", "List", "typing.List")
+
+
+def _depth_of_outputs(outputs: list[object]) -> int:
     depth = 0
     level = outputs
     while level and all(type(value) is list for value in level):
@@ -276,8 +260,8 @@ def inferred_call_checker(problem: Problem) -> tuple[Checker, str] | None:
     - said to come in any order, or the inner lists are collections (groups, subsets,
       combinations, triplets) and not sequences (permutations, paths) -> [0, 1];
     - otherwise [0], the rule marked `INNER_UNDECIDED` for a hand decision."""
-    match = _RESULT_ANY_ORDER.search(problem.prompt)
-    if match is None:
+    sentence = readings.read_result_order(problem.prompt)
+    if sentence is None:
         return None
     try:
         annotation = find_signature(problem.starter_code).returns if problem.starter_code.strip() else None
@@ -289,7 +273,7 @@ def inferred_call_checker(problem: Problem) -> tuple[Checker, str] | None:
     levels, note = inner_levels(problem.prompt) if depth >= 2 else ([0], "")
     base = problem.checker or Checker()
     return (base.model_copy(update={"unordered_levels": levels}),
-            f"any order, levels {levels}: {match.group(0).strip()!r}" + (f" ({note})" if note else ""))
+            f"any order, levels {levels}: {sentence[:120]!r}" + (f" ({note})" if note else ""))
 
 
 def inner_levels(statement: str) -> tuple[list[int], str]:
@@ -340,26 +324,31 @@ def check_permuted_answers(problem: Problem) -> tuple[int, str]:
 
 def _infer_checker(problem: Problem) -> str | None:
     """Set `problem.checker` from the statement where it says how outputs may differ;
-    returns the rule applied, or None."""
+    returns the rules applied (microcoder/data/readings.py), or None."""
     if problem.kind == "call":
-        if problem.checker is not None and (problem.checker.unordered_levels or problem.checker.python):
+        if problem.checker is not None and problem.checker.python:
             return None
-        found = inferred_call_checker(problem)
-        if found is None:
+        rules, checker = [], problem.checker or Checker()
+        tolerance = readings.read_tolerance(problem.prompt)
+        if tolerance is not None and checker.float_tolerance is None:
+            checker = checker.model_copy(update={"float_tolerance": tolerance.value, "float_tolerance_kind": tolerance.kind})
+            rules.append(f"tolerance {tolerance.value:g} ({tolerance.kind}): {tolerance.words[:120]!r}")
+        if not checker.unordered_levels:
+            found = inferred_call_checker(problem.model_copy(update={"checker": checker}))
+            if found is not None:
+                checker, rule = found
+                rules.append(rule)
+        if not rules:
             return None
-        problem.checker, rule = found
-        return rule
+        problem.checker = checker
+        return "; ".join(rules)
     if problem.checker is not None:
         return None
-    inferred = stdin_checker(problem.prompt)
-    rule = "float tolerance or letter case"
-    if (match := _LINES_ANY_ORDER.search(problem.prompt)) is not None:
-        inferred = (inferred or Checker()).model_copy(update={"unordered_lines": True})
-        rule = f"lines in any order: {match.group(0)!r}"
+    inferred = stdin_checker(problem.prompt, [test.output for test in problem.tests])
     if inferred is None:
         return None
     problem.checker = inferred
-    return rule
+    return "statement: " + ", ".join(name for name, value in inferred.model_dump(exclude_defaults=True).items() if value)
 
 
 def reference_key(problem: Problem) -> str:

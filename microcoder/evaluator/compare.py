@@ -36,7 +36,14 @@ Decisions (each also where it is implemented):
 - Numbers are compared as Python floats (IEEE doubles), so a decimal with more than about
   15 significant digits is rounded first; the tolerance decides, not the last digits. An
   expected number that overflows a double ("1e400") is compared as text.
-- Case-insensitive comparison uses str.casefold (Python's caseless matching).
+- Case-insensitive comparison uses str.casefold (Python's caseless matching), for every
+  token (`checker.case_insensitive`) or only for the answer words the statement names
+  (`checker.case_insensitive_words`: "YES"/"NO" in any case, a string beside them exactly).
+- With `checker.exact_decimals` a decimal token is compared as text, as an integer is
+  (the statement fixes its digits: "rounded to exactly two digits after the point").
+- Unordered tokens (`checker.unordered_tokens`): the got tokens are read as one stream as
+  ever, each expected line taking as many as it has, and compared with them as a
+  multiset (sorted by value, then searched, as lines are below).
 - Unordered lines pair identical lines, then lines sorted by value, then search the rest
   (at most MAX_UNPAIRED_LINES_SEARCHED lines): exact for exact tokens, bounded in time,
   and any error with tolerances is a rejection (see `_judge_unordered_lines`).
@@ -142,6 +149,8 @@ def judge_stdout(
     tolerance = _stdout_tolerance(checker)
     if checker.unordered_lines:
         return _judge_unordered_lines(expected, got, checker, tolerance)
+    if checker.unordered_tokens:
+        return _judge_unordered_tokens(expected, got, checker, tolerance)
     return _judge_token_stream(expected, got, checker, tolerance)
 
 
@@ -241,6 +250,8 @@ def _token_difference(expected: str, got: str, checker: Checker, tolerance: floa
     if is_integer and checker.float_tolerance is None:
         return f"expected {_shown(expected)}, got {_shown(got)} (integers must match exactly)"
     expected_value = _finite_number(expected)
+    if expected_value is not None and checker.exact_decimals:
+        return f"expected {_shown(expected)}, got {_shown(got)} (decimals must be printed as stated)"
     if expected_value is not None:
         got_value = _finite_number(got)
         if got_value is None:
@@ -253,9 +264,19 @@ def _token_difference(expected: str, got: str, checker: Checker, tolerance: floa
             f"(difference {abs(got_value - expected_value):.3g} exceeds tolerance {_tolerance_name(tolerance, kind)})"
         )
     # Not a number (or one that overflows a double): compare as text.
-    if checker.case_insensitive and expected.casefold() == got.casefold():
+    if expected.casefold() == got.casefold() and _any_case(expected, checker):
         return None
     return f"expected {_shown(expected)}, got {_shown(got)}"
+
+
+def _any_case(token: str, checker: Checker) -> bool:
+    """Whether the token may be printed in any letter case."""
+    return checker.case_insensitive or token.casefold() in {word.casefold() for word in checker.case_insensitive_words}
+
+
+def _case_key(token: str, checker: Checker) -> str:
+    """The token as compared for identity: casefolded where its case is free."""
+    return token.casefold() if _any_case(token, checker) else token
 
 
 def _tokens_by_line(text: str) -> list[list[str]]:
@@ -306,7 +327,7 @@ def _judge_unordered_lines(expected: str, got: str, checker: Checker, tolerance:
         return False, f"expected {len(expected_lines)} non-blank lines, got {len(got_lines)}"
 
     def identity_key(tokens: list[str]) -> tuple[str, ...]:
-        return tuple(token.casefold() for token in tokens) if checker.case_insensitive else tuple(tokens)
+        return tuple(_case_key(token, checker) for token in tokens)
 
     def value_key(tokens: list[str]) -> tuple[tuple[int, float | str], ...]:
         # (0, number) sorts before (1, text), so mixed lines never compare float with str.
@@ -351,6 +372,43 @@ def _judge_unordered_lines(expected: str, got: str, checker: Checker, tolerance:
         if match_index is None:
             return False, f"expected line {number} ({_shown(' '.join(expected_tokens))}) matches no output line"
         del got_left[match_index]
+    return True, ""
+
+
+def _judge_unordered_tokens(expected: str, got: str, checker: Checker, tolerance: float) -> tuple[bool, str]:
+    """Each expected line's tokens against as many of the got tokens, taken in turn from
+    one stream (line breaks are whitespace, as in `_judge_token_stream`), as multisets:
+    sorted by value and paired position by position where they match, the rest searched
+    greedily (at most MAX_UNPAIRED_ITEMS_SEARCHED); a pair only ever matches under the
+    token rules, so an accepted line is a true permutation of the expected one."""
+    got_tokens = _TOKEN.findall(got)
+    expected_lines = _non_blank_lines(expected)
+    total = sum(len(tokens) for _, tokens in expected_lines)
+    if total != len(got_tokens):
+        return False, f"expected {total} tokens, got {len(got_tokens)}"
+
+    def value_key(token: str) -> tuple[int, float | str]:
+        number = _finite_number(token)
+        return (0, number) if number is not None else (1, _case_key(token, checker))
+
+    def matches(expected_token: str, got_token: str) -> bool:
+        return _token_difference(expected_token, got_token, checker, tolerance) is None
+
+    start = 0
+    for number, tokens in expected_lines:
+        taken = got_tokens[start : start + len(tokens)]
+        start += len(tokens)
+        unpaired = [(e, g) for e, g in zip(sorted(tokens, key=value_key), sorted(taken, key=value_key))
+                    if not matches(e, g)]
+        if len(unpaired) > MAX_UNPAIRED_ITEMS_SEARCHED:
+            return False, (f"line {number}: {len(unpaired)} tokens unpaired after sorting (over "
+                           f"{MAX_UNPAIRED_ITEMS_SEARCHED}, not searched)")
+        got_left = [g for _, g in unpaired]
+        for expected_token, _ in unpaired:
+            index = next((i for i, token in enumerate(got_left) if matches(expected_token, token)), None)
+            if index is None:
+                return False, f"line {number}: expected token {_shown(expected_token)} matches no token (any order)"
+            del got_left[index]
     return True, ""
 
 

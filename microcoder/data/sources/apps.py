@@ -73,8 +73,8 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
     if not starter.strip():
         fields["kind"] = "stdin"
         reject_unjudgeable(item, statement, "description")
-        fields["checker"] = stdin_checker(statement)
         pairs = [(t["input"], out) for t, out in zip(good, outputs) if out is not _Unwrappable]
+        fields["checker"] = stdin_checker(statement, [out for _, out in pairs if isinstance(out, str)])
         item.drop("output is not a one-element list", len(good) - len(pairs))
         return item.finish(fields, stdin_tests(item, pairs, shared))
 

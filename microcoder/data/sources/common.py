@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from microcoder.data import readings
 from microcoder.data.literals import NotRepresentable, Signature, call_input, dumps, floats_as_annotated, literal, matches_annotation
 from microcoder.data.records import Row, base_metadata
 from microcoder.problems import Checker, Problem, TestCase
@@ -60,50 +61,31 @@ def statement_hash(text: str) -> str:
 # ------------------------------------------------------------ statement rules
 
 
-# Statement phrases. Each pattern is deliberately narrow; docs/formats.md lists them.
-_FLOAT_TOLERANCE = re.compile(
-    r"(?:absolute|relative)[^.]{0,80}?error[^.]{0,80}?"
-    r"(?:10\s*\^?\s*\{?\s*\(?\s*[-−–]\s*(\d+)|1e-(\d+)|10\s*\*\*\s*-(\d+))",
-    re.IGNORECASE | re.DOTALL,
-)
-_ANY_CASE = re.compile(
-    r"(?:in any case|any letter case|any register|each letter in any case|"
-    r"upper or lower case|(?:uppercase|lowercase) or (?:uppercase|lowercase)|will be recognized as)",
-    re.IGNORECASE,
-)
-_SEVERAL_ANSWERS = re.compile(
-    r"(?:(?:print|output|return|find)\s+any(?:\s+one)?\s+of\s+them|"
-    r"(?:print|output|return)\s+any\s+(?:valid|correct|such|possible)?\s*(?:answer|solution|one)|"
-    r"any\s+of\s+them\s+(?:will\s+be\s+)?(?:accepted|is\s+accepted)|"
-    r"multiple\s+(?:possible\s+)?(?:answers|solutions)[^.]{0,40}?(?:any|either))",
-    re.IGNORECASE,
-)
+# Statement readings live in microcoder/data/readings.py (docs/data_pipeline.md lists them).
 _INTERACTIVE = re.compile(r"this is an interactive problem|interaction protocol|\binteractive\b", re.IGNORECASE)
 
 
-def stdin_checker(statement: str) -> Checker | None:
-    """A checker from what the statement promises: float tolerance (bounding the absolute
-    error, the relative one, or either, as the phrase names them), any letter case."""
-    match = _FLOAT_TOLERANCE.search(statement)
-    tolerance, kind = None, "either"
-    if match:
-        exponent = next(group for group in match.groups() if group)
-        tolerance = 10.0 ** -int(exponent)
-        kind = _tolerance_kind(match.group(0))
-    case_insensitive = bool(_ANY_CASE.search(statement))
-    if tolerance is None and not case_insensitive:
-        return None
-    return Checker(float_tolerance=tolerance, float_tolerance_kind=kind, case_insensitive=case_insensitive)
-
-
-_ERROR_KINDS = re.compile(r"\b(absolute|relative)\b", re.IGNORECASE)
-
-
-def _tolerance_kind(phrase: str) -> str:
-    """`absolute` or `relative` when the tolerance phrase names only that error ("an
-    absolute error of at most 10^-2"), else `either` ("absolute or relative error")."""
-    kinds = {word.lower() for word in _ERROR_KINDS.findall(phrase)}
-    return kinds.pop() if len(kinds) == 1 else "either"
+def stdin_checker(statement: str, outputs: Iterable[str] = ()) -> Checker | None:
+    """A checker from what a stdin problem's statement promises of its output (see
+    microcoder/data/readings.py): an error bound on numbers (bounding the absolute error,
+    the relative one, or either), decimals printed exactly as stated, answers in any
+    letter case (the answer words the statement names and `outputs` print, else every
+    token), the printed items in any order (the lines, or the tokens of each line); None
+    when it promises none of these."""
+    fields: dict[str, Any] = {}
+    tolerance = readings.read_tolerance(statement)
+    if tolerance is not None:
+        fields.update(float_tolerance=tolerance.value, float_tolerance_kind=tolerance.kind)
+    elif readings.read_exact_decimals(statement):
+        fields["exact_decimals"] = True
+    letter_case = readings.read_letter_case(statement, list(outputs))
+    if letter_case is not None:
+        fields.update(case_insensitive_words=list(letter_case.words)) if letter_case.words else fields.update(
+            case_insensitive=True)
+    order = readings.read_stdin_order(statement)
+    if order is not None:
+        fields["unordered_lines" if order.lines else "unordered_tokens"] = True
+    return Checker(**fields) if fields else None
 
 
 def unjudgeable_statement(statement: str, tags: list[str] | None = None) -> tuple[str, str] | None:
@@ -111,9 +93,9 @@ def unjudgeable_statement(statement: str, tags: list[str] | None = None) -> tupl
     this statement (interactive, or several correct outputs), else None."""
     if _INTERACTIVE.search(statement) or (tags and "interactive" in tags):
         return "interactive", "interactive problem: needs an interactor"
-    match = _SEVERAL_ANSWERS.search(statement)
-    if match:
-        return "several correct outputs", f"statement accepts several outputs ({match.group(0)!r}) and no checker is available"
+    several = readings.read_several_answers(statement, "stdin")
+    if several:
+        return "several correct outputs", f"statement accepts several outputs ({several[:120]!r}) and no checker is available"
     return None
 
 
@@ -228,7 +210,7 @@ def contest_problem(item: Row, source: Source, pairs: list[tuple[Any, Any]], sha
         "kind": "stdin",
         "source": source.name,
         "tags": tags,
-        "checker": stdin_checker(prompt),
+        "checker": stdin_checker(prompt, [test.output for test in tests]),
         "metadata": metadata,
     }
     return item.finish(fields, tests)

@@ -88,7 +88,7 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
         fields["entry_point"] = entry_point(signature)
         fields["prelude"] = None
     else:
-        fields["checker"] = stdin_checker(statement)
+        fields["checker"] = stdin_checker(statement, [test.output for test in tests])
     return item.finish(fields, tests)
 
 

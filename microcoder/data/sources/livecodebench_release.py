@@ -15,7 +15,7 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
     fields, tests = release_fields(item, SOURCE.licence)
     fields["metadata"]["statement_sha1"] = statement_hash(fields["prompt"])
     if fields["kind"] == "stdin":
-        fields["checker"] = stdin_checker(fields["prompt"])
+        fields["checker"] = stdin_checker(fields["prompt"], [test.output for test in tests])
     return item.finish(fields, tests)
 
 

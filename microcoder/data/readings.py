@@ -1,0 +1,271 @@
+"""What a statement says of how a program's output may differ from the recorded one.
+
+Each reading is read one sentence at a time, by what the sentence is about rather than by
+one fixed phrase, and says which words decided (the data pipeline records them as
+`metadata.checker_rule`; benchmarks/statement_readings.py measures every rule on
+hand-labelled real statements of every shared source):
+
+- `read_tolerance`: an error bound on numbers ("absolute or relative error does not
+  exceed 10^{-6}", "within 10^-5 of the actual answer", "differs from the correct one by
+  at most 1e-9", "absolute error ... 0.01"), with the error it bounds: `absolute`,
+  `relative` or `either`. A bound that names neither error ("within 10^-5 of the answer",
+  "differs by at most") bounds the difference, which is the absolute error.
+- `read_exact_decimals`: the output's decimals are fixed text ("rounded to exactly two
+  digits after the decimal point", "without removing the trailing 0s").
+- `read_letter_case`: a sentence that lets the output be printed in any letter case, and
+  which answers it covers: the words the statement names as answers (YES/NO, "MAYBE",
+  "Alice") where it names any, else every token.
+- `read_several_answers`: the statement accepts any of several answers ("If there are
+  multiple answers, print any of them", "Return any array that satisfies this condition",
+  "Any correct answer will be accepted"): equality with one recorded answer cannot judge
+  it, so the pipeline removes it.
+- `read_stdin_order` and `read_result_order`: the printed items or the returned list may
+  come in any order ("You may print the elements in any order", "the order of the
+  elements in the result does not matter", "Return the answer in any order").
+
+A sentence that describes the task rather than the output frees nothing: "In any case, s
+contains ..." (meaning anyway), "the tasks can be done in any order", "a permutation is
+an array of n distinct integers in arbitrary order", "If there are several minima,
+Yelisey can choose any of them".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z$(\\\"'*-])|\n\s*\n|\n(?=\s*[-*•]|\s*[A-Z])")
+
+
+def sentences(statement: str) -> Iterator[str]:
+    """The statement's sentences (and list items, and lines that start with a capital),
+    whitespace folded. A decimal point ("0.01", "1.5") does not end a sentence."""
+    for part in _SENTENCE_END.split(statement):
+        text = " ".join(part.split())
+        if text:
+            yield text
+
+
+# ------------------------------------------------------------------ tolerance
+
+# A power of ten with a negative exponent as statements write it: 10^{-6}, 10^-6, 10^(-6),
+# 10 ^ {-5}, $10^{-6}$, 10**-6, 1e-6, 1E-6, and LeetCode's "10-5" (a superscript lost in
+# the text), or a plain decimal such as 0.01 or 0.000001.
+_POWER = (r"10\s*(?:\^|\*\*)\s*\{?\s*\(?\s*[-−–]\s*(\d+)\s*\)?\s*\}?"
+          r"|\b1(?:\.0*)?\s*[eE]\s*[-−–]\s*(\d+)\b"
+          r"|\b10\s*[-−–]\s*(\d)\b(?![\d.])"
+          r"|\b(0\.0*[1-9]\d*)\b")
+_BOUND_NUMBER = re.compile(_POWER)
+# What makes a number in a sentence an error bound: the sentence speaks of an error, a
+# difference from the right answer, a tolerance or precision, and of being accepted.
+_ERROR_WORDS = re.compile(
+    r"\b(?:absolute|relative)\b[^.]{0,60}?\b(?:error|difference|precision|accuracy)\b"
+    r"|\berrors?\b[^.]{0,80}?\b(?:not exceed|at most|less than|no more than|no greater than|within|up to|"
+    r"smaller than|below|of\b)"
+    r"|\b(?:within|up to)\b[^.]{0,30}?\b(?:of|from) the (?:actual|correct|true|expected|right|jury's) (?:answer|value|result)s?"
+    r"|\bdiffers? (?:from|by)\b[^.]{0,60}?\b(?:correct|actual|true|jury's|expected|right)\b"
+    r"|\b(?:correct|accepted|precision|accuracy|tolerance)\b[^.]{0,60}?\b(?:up to|within|at most|not exceed)\b",
+    re.IGNORECASE)
+_ACCEPTANCE = re.compile(r"\b(?:correct|accepted|accept|allowed|permitted|tolerated|considered|checker|judged|precision|accuracy|tolerance|"
+                         r"true value|actual answer)\b", re.IGNORECASE)
+_ERROR_KINDS = re.compile(r"\b(absolute|relative)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    value: float
+    kind: str
+    """`absolute`, `relative` or `either` (Checker.float_tolerance_kind)."""
+    words: str
+
+
+def read_tolerance(statement: str) -> Tolerance | None:
+    """The error bound the statement sets on numeric answers, or None (see the module
+    docstring). The first sentence that states one decides."""
+    for sentence in sentences(statement):
+        if not _ERROR_WORDS.search(sentence) or not _ACCEPTANCE.search(sentence):
+            continue
+        number = _BOUND_NUMBER.search(sentence)
+        if number is None:
+            continue
+        power, scientific, leetcode, decimal = number.groups()
+        if decimal is not None:
+            value = float(decimal)
+        else:
+            value = 10.0 ** -int(power or scientific or leetcode)
+        if not 0 < value < 1:
+            continue
+        kinds = {word.lower() for word in _ERROR_KINDS.findall(sentence)}
+        kind = kinds.pop() if len(kinds) == 1 else "either" if kinds else "absolute"
+        return Tolerance(value, kind, sentence)
+    return None
+
+
+# ------------------------------------------------------------------ rounding
+
+_EXACT_DECIMALS = re.compile(
+    r"\b(?:print|output|printed|outputs?|answer|rounded|round|truncate|truncating|with)\b[^.]{0,80}?"
+    r"(?:\bexactly\s+\w+\s+(?:decimal places|digits after the (?:decimal )?point|digits after the decimal)"
+    r"|\b(?:rounded|round(?:ing)?)\s+(?:it\s+)?(?:off\s+)?to\s+(?:exactly\s+)?\w+\s+(?:decimal places|digits after)"
+    r"|\bto the \S+ decimal place\b)"
+    r"|\b(?:without(?: removing)?|not have|do not remove|don't remove)\s+(?:the\s+|any\s+)?trailing\s+(?:0s|zeros|zeroes)\b",
+    re.IGNORECASE)
+_INPUT_SIDE = re.compile(r"\b(?:you are given|is given|are given|will have|has a maximum|input)\b", re.IGNORECASE)
+
+
+def read_exact_decimals(statement: str) -> str | None:
+    """The sentence that fixes the printed decimals' digits, or None."""
+    for sentence in sentences(statement):
+        if _EXACT_DECIMALS.search(sentence) and not _INPUT_SIDE.search(sentence):
+            return sentence
+    return None
+
+
+# ------------------------------------------------------------------ letter case
+
+_ANY_CASE = re.compile(
+    r"\b(?:print|output|printed|write|answer|letters?|strings?|words?|responses?|outputs?)\b[^.]{0,60}?"
+    r"\b(?:in any (?:letter )?(?:case|register)|in (?:upper|lower)\s*case or (?:upper|lower)\s*case|"
+    r"(?:upper|lower)\s*case or (?:upper|lower)\s*case letters? (?:are|is) (?:allowed|accepted))"
+    r"|\b(?:case[- ]insensitive|regardless of (?:the )?(?:letter )?case)\b(?![^.]{0,40}\b(?:input|given|compar\w*|match\w*)\b)"
+    r"|\b(?:will|would) (?:all )?be (?:recognized|accepted|considered) as (?:a )?(?:positive|negative)",
+    re.IGNORECASE)
+_NOT_OUTPUT = re.compile(r"^\s*in any case\b|\b(?:you are given|consists? of|contains?|treat)\b", re.IGNORECASE)
+# Words a statement names as answers: quoted, in \texttt{}, or in capitals.
+_NAMED_WORD = re.compile(r"[\"“'«`]([A-Za-z]{2,})[\"”'»`]|\\texttt\{([A-Za-z]{2,})\}|\b([A-Z]{2,})\b")
+_YES_NO = ("YES", "NO")
+
+
+@dataclass(frozen=True)
+class LetterCase:
+    words: tuple[str, ...]
+    """The answers whose case is free; empty: every token's."""
+    sentence: str
+
+
+def read_letter_case(statement: str, outputs: Iterable[str] = ()) -> LetterCase | None:
+    """Which answers may be printed in any letter case, or None when the statement frees
+    none. The words are those the statement names (quoted, \\texttt, capitals) that the
+    expected outputs print as whole tokens, YES and NO among them where the sentence
+    speaks of a positive answer ("yEs ... will be recognized as a positive response");
+    without any, the whole output's case is free."""
+    found = next((sentence for sentence in sentences(statement)
+                  if _ANY_CASE.search(sentence) and not _NOT_OUTPUT.search(sentence)), None)
+    if found is None:
+        return None
+    printed = {token.casefold() for output in outputs for token in output.split()}
+    named = {next(group for group in match.groups() if group) for match in _NAMED_WORD.finditer(statement)}
+    if re.search(r"positive|negative|\byes\b", found, re.IGNORECASE):
+        named.update(_YES_NO)
+    words = sorted({word.upper() for word in named if word.casefold() in printed and word.upper() not in ("I", "A")})
+    if not words and not printed and re.search(r"\byes\b|positive", found, re.IGNORECASE):
+        words = list(_YES_NO)
+    return LetterCase(tuple(words), found)
+
+
+# ------------------------------------------------------------------ several answers
+
+_MULTIPLE = r"\b(?:multiple|several|many|more than one|not unique|one or more)\b"
+_SEVERAL = [
+    # "If there are multiple answers, print any (of them)", "you may output any."
+    re.compile(_MULTIPLE + r"[^.]{0,160}?\b(?:print|output|return|report|write|give)\s+any\b"
+               r"(?!\s+(?:number|of the following|time))", re.IGNORECASE),
+    # "If there are several correct answers, you may choose any of them"
+    re.compile(_MULTIPLE + r"[^.]{0,80}?\b(?:answers|solutions)\b[^.]{0,60}?\b(?:choose|pick|find)\s+any\b",
+               re.IGNORECASE),
+    # "Return any array that satisfies this condition", "print any integer between 0 and
+    # 9 that ...", "return any [i, j] with ...", "You can return any of them."
+    re.compile(r"\b(?:print|output|return|report|construct|reconstruct)\s+any\b"
+               r"(?!\s+(?:number of|other|of the following|one of the following))", re.IGNORECASE),
+    # "any of them will be accepted", "Any correct answer will be accepted", "it will also
+    # be recognized as 1"
+    re.compile(r"\bany\s+(?:one\s+)?of\s+(?:them|those|these)\s+(?:will|would|is|are|can|shall)\s+(?:also\s+)?(?:be\s+)?"
+               r"(?:accepted|considered correct|correct|judged)", re.IGNORECASE),
+    re.compile(r"\bany\s+(?:valid\s+|correct\s+|such\s+|possible\s+)?(?:answer|solution|output)s?\b"
+               r"(?![^.]{0,60}\b(?:error|within|precision)\b)[^.]{0,80}?\b(?:will|would|is|are|shall)\s+"
+               r"(?:also\s+)?(?:be\s+)?(?:accepted|considered correct)", re.IGNORECASE),
+    re.compile(_MULTIPLE + r"[^.]{0,80}?\byou\s+(?:can|may)\s+(?:pick|choose)\s+any\s+of\s+them\b", re.IGNORECASE),
+    re.compile(r"\b(?:print|output)\s+any\s+other\b[^.]{0,120}?\bwill also be (?:recognized|accepted|considered)",
+               re.IGNORECASE),
+]
+# "Find any array such that ...": a contest task (stdin) asks for one of several; in a call
+# problem "find any substring ... Return true if" asks whether one exists.
+_FIND_ANY = re.compile(r"\bfind\s+any\b(?!\s+(?:number of|other|of the following))", re.IGNORECASE)
+_FIND_ANY_OF_SEVERAL = re.compile(r"\bfind\s+any\s+(?:valid|such|one|possible|of them)\b", re.IGNORECASE)
+# A character of the story choosing, deleting, moving: the task, not the output.
+_TASK_CHOICE = re.compile(r"\b(?:he|she|they|it|[A-Z][a-z]+)\s+(?:can|may|could)\s+(?:choose|pick|delete|remove|take)\s+any\b")
+
+
+def read_several_answers(statement: str, kind: str = "stdin") -> str | None:
+    """The sentence that accepts any of several answers of a `kind` ("stdin" or "call")
+    problem, or None."""
+    patterns = _SEVERAL + [_FIND_ANY if kind == "stdin" else _FIND_ANY_OF_SEVERAL]
+    for sentence in sentences(statement):
+        if _TASK_CHOICE.search(sentence) and not re.search(r"\byou\b", sentence, re.IGNORECASE):
+            continue
+        if any(pattern.search(sentence) for pattern in patterns):
+            return sentence
+    return None
+
+
+# ------------------------------------------------------------------ order
+
+_IN_ANY_ORDER = re.compile(r"\bin (?:any|an arbitrary|arbitrary|any arbitrary) order\b", re.IGNORECASE)
+_ORDER_DOES_NOT_MATTER = re.compile(r"\border\b[^.]{0,80}?\b(?:does not|doesn't|do not|don't|won't|will not) matter\b"
+                                    r"|\border\b[^.]{0,40}?\bis (?:not important|irrelevant|arbitrary)\b", re.IGNORECASE)
+# Words between the result and "in any order" that show the order is another thing's:
+# a clause ("that can be formed by concatenating ... in any order") or an action.
+_OTHER_CLAUSE = re.compile(r"\b(?:that|which|who|if|when|whenever|while|so|such|where|until|"
+                           r"done|completed|performed|processed|applied|visited|prepared|finished|concatenat\w*|"
+                           r"arrang\w*|rearrang\w*|formed|taken|used|sold|bought|eaten|crossed|perform\w*|"
+                           r"operations?|moves?|queries)\b", re.IGNORECASE)
+_RESULT_WORDS = re.compile(r"\b(?:return|returned|returns|answer|answers|result|results|output)\b", re.IGNORECASE)
+_PRINT_WORDS = re.compile(r"\b(?:print|printed|output|outputs|outputted|write|written|answer|answers)\b", re.IGNORECASE)
+_DEFINITION = re.compile(r"\b(?:is an? (?:array|sequence|set|string|list)|consisting of|is defined)\b", re.IGNORECASE)
+# Things printed one a line, so that their order is the lines' order.
+_LINE_THINGS = re.compile(r"\b(?:lines|pairs?|edges?|rows?|segments?|queries|operations?|moves?|triples?|"
+                          r"intervals?|each on (?:a )?separate line|one per line)\b", re.IGNORECASE)
+
+
+def _frees_order(sentence: str, result_words: re.Pattern) -> bool:
+    """Whether the sentence says the result (or output) named by `result_words` may come
+    in any order: "in any order" with a result word before it and no other clause or
+    action between them, or "the order of the output ... does not matter"."""
+    if _DEFINITION.search(sentence) and not result_words.search(sentence):
+        return False
+    for match in _IN_ANY_ORDER.finditer(sentence):
+        before = sentence[: match.start()]
+        results = list(result_words.finditer(before))
+        if results and not _OTHER_CLAUSE.search(before[results[-1].end():]):
+            return True
+        if re.search(r"\b(?:may|can|could|should|must)\s+be\s+(?:returned|printed|output)\s*$", before, re.IGNORECASE):
+            return True
+    found = _ORDER_DOES_NOT_MATTER.search(sentence)
+    return bool(found and result_words.search(sentence[: found.end()]))
+
+
+def read_result_order(statement: str) -> str | None:
+    """The sentence that frees a call problem's returned list's order, or None."""
+    for sentence in sentences(statement):
+        if _frees_order(sentence, _RESULT_WORDS):
+            return sentence
+    return None
+
+
+@dataclass(frozen=True)
+class StdinOrder:
+    lines: bool
+    """The printed lines may come in any order (else the tokens of each line)."""
+    sentence: str
+
+
+def read_stdin_order(statement: str) -> StdinOrder | None:
+    """Whether a stdin problem's printed items may come in any order, and which: the
+    lines ("You can print the pairs in any order", "print the lines in any order") or the
+    tokens of each line ("print the indices in any order", "The order of the output does
+    not matter")."""
+    for sentence in sentences(statement):
+        if _frees_order(sentence, _PRINT_WORDS):
+            return StdinOrder(bool(_LINE_THINGS.search(sentence)), sentence)
+    return None
