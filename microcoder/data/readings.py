@@ -156,9 +156,10 @@ def read_letter_case(statement: str, outputs: Iterable[str] = ()) -> LetterCase 
         return None
     printed = {token.casefold() for output in outputs for token in output.split()}
     named = {next(group for group in match.groups() if group) for match in _NAMED_WORD.finditer(statement)}
-    if re.search(r"positive|negative|\byes\b", found, re.IGNORECASE):
-        named.update(_YES_NO)
-    words = sorted({word.upper() for word in named if word.casefold() in printed and word.upper() not in ("I", "A")})
+    words = {word.upper() for word in named if word.casefold() in printed and word.upper() not in ("I", "A")}
+    if re.search(r"positive|negative|\byes\b", found, re.IGNORECASE) and {"yes", "no"} & {w.casefold() for w in named}:
+        words.update(_YES_NO)  # both answers, whichever the tests happen to print
+    words = sorted(words)
     if not words and not printed and re.search(r"\byes\b|positive", found, re.IGNORECASE):
         words = list(_YES_NO)
     return LetterCase(tuple(words), found)
@@ -182,9 +183,13 @@ _SEVERAL = [
     # be recognized as 1"
     re.compile(r"\bany\s+(?:one\s+)?of\s+(?:them|those|these)\s+(?:will|would|is|are|can|shall)\s+(?:also\s+)?(?:be\s+)?"
                r"(?:accepted|considered correct|correct|judged)", re.IGNORECASE),
-    re.compile(r"\bany\s+(?:valid\s+|correct\s+|such\s+|possible\s+)?(?:answer|solution|output)s?\b"
-               r"(?![^.]{0,60}\b(?:error|within|precision)\b)[^.]{0,80}?\b(?:will|would|is|are|shall)\s+"
+    # "Any correct answer will be accepted", "any sequence of length at most 20000 will be
+    # accepted" (not an error bound: "any answer with an error less than 10-5 ...")
+    re.compile(r"\bany\s+(?!(?:permutation|order|arrangement)\b)(?![^.]{0,60}\b(?:error|within|precision)\b)[^.]{0,80}?\b(?:will|would|is|are|shall)\s+"
                r"(?:also\s+)?(?:be\s+)?(?:accepted|considered correct)", re.IGNORECASE),
+    # "Return the size of any such subarray", "find any peak element ... and return [i, j]"
+    re.compile(r"\breturn\s+the\s+\w+\s+of\s+any\s+such\b|\bfind\s+any\b[^.]{0,80}?\band\s+return\b(?!\s+(?:true|false))",
+               re.IGNORECASE),
     re.compile(_MULTIPLE + r"[^.]{0,80}?\byou\s+(?:can|may)\s+(?:pick|choose)\s+any\s+of\s+them\b", re.IGNORECASE),
     re.compile(r"\b(?:print|output)\s+any\s+other\b[^.]{0,120}?\bwill also be (?:recognized|accepted|considered)",
                re.IGNORECASE),
@@ -216,7 +221,8 @@ _ORDER_DOES_NOT_MATTER = re.compile(r"\border\b[^.]{0,80}?\b(?:does not|doesn't|
                                     r"|\border\b[^.]{0,40}?\bis (?:not important|irrelevant|arbitrary)\b", re.IGNORECASE)
 # Words between the result and "in any order" that show the order is another thing's:
 # a clause ("that can be formed by concatenating ... in any order") or an action.
-_OTHER_CLAUSE = re.compile(r"\b(?:that|which|who|if|when|whenever|while|so|such|where|until|"
+_OTHER_CLAUSE = re.compile(r"\b(?:if|when|whenever|while|until|so that|such that|"
+                           r"(?:that|which|who)\s+(?:can|could|may|might|must|will|would|are|is)\b|"
                            r"done|completed|performed|processed|applied|visited|prepared|finished|concatenat\w*|"
                            r"arrang\w*|rearrang\w*|formed|taken|used|sold|bought|eaten|crossed|perform\w*|"
                            r"operations?|moves?|queries)\b", re.IGNORECASE)
@@ -245,10 +251,15 @@ def _frees_order(sentence: str, result_words: re.Pattern) -> bool:
     return bool(found and result_words.search(sentence[: found.end()]))
 
 
+# "The pairs can appear in any order": the items of a returned list, named by what they are.
+_ITEMS_ANY_ORDER = re.compile(r"^(?:the|its)\s+(?:pairs|elements|values|indices|items|numbers|strings|words|lists|"
+                              r"triplets|intervals)\s+(?:can|may)\s+(?:appear|be|come)\s+in any order\b", re.IGNORECASE)
+
+
 def read_result_order(statement: str) -> str | None:
     """The sentence that frees a call problem's returned list's order, or None."""
     for sentence in sentences(statement):
-        if _frees_order(sentence, _RESULT_WORDS):
+        if _frees_order(sentence, _RESULT_WORDS) or _ITEMS_ANY_ORDER.search(sentence):
             return sentence
     return None
 
