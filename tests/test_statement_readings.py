@@ -4,7 +4,7 @@ hand-labelled sample (benchmarks/statement_readings_labels.jsonl) stays at or ab
 
 import pytest
 
-from benchmarks.statement_readings import DEFAULT_LABELS, DEFAULT_SHARED, RULES, below, measure, read_labels
+from microcoder.data.reading_measure import DEFAULT_LABELS, DEFAULT_SHARED, RULES, below, measure, read_labels
 
 pytestmark = pytest.mark.skipif(not DEFAULT_SHARED.is_dir(), reason="no ../shared/data")
 

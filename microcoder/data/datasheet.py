@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from microcoder.data.config import PipelineConfig
+from microcoder.data.reading_measure import datasheet_section as statement_readings_section
 from microcoder.data.stages import STAGES, read_json_lines, read_manifest, write_lines_atomic, written_atomically
 from microcoder.problems import Problem
 
@@ -221,6 +222,8 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
         lines += [f"Each any-order checker was checked on its problem's tests: {sum(p['tests'] for p in permuted)} "
                   f"expected results permuted at the checker's levels were all accepted, {sum(p['changed'] for p in permuted)} "
                   "of them permutations that exact comparison rejects; each reference passed with its checker.", ""]
+    lines += statement_readings_section(problems, [r for rs in stage_removals.values() for r in rs],
+                                        [config.resolve(source.path) for source in config.sources])
     lines += time_limit_section(problems, config)
     lines += eval_sets_section((manifests.get("decontaminate") or {}).get("extra", {}).get("eval_sets", {}), config)
     lines += licence_section(problems)

@@ -348,7 +348,8 @@ def _infer_checker(problem: Problem) -> str | None:
     if inferred is None:
         return None
     problem.checker = inferred
-    return "statement: " + ", ".join(name for name, value in inferred.model_dump(exclude_defaults=True).items() if value)
+    return ", ".join(name for name, value in inferred.model_dump(exclude_defaults=True).items()
+                     if value and name != "float_tolerance_kind")
 
 
 def reference_key(problem: Problem) -> str:
@@ -437,7 +438,9 @@ def validate_problems(problems: list[Problem], config: PipelineConfig, context: 
             if verdict is None:
                 survivors.append(problem)
             else:
-                remove(problem, "reference fails its tests", verdict)
+                rule = problem.metadata.get("checker_rule")
+                remove(problem, "reference fails its tests",
+                       verdict + (f" (checker from the statement: {rule[:120]})" if rule else ""))
         kept = survivors
     for problem in kept:
         times = timings.get(problem.id)
