@@ -280,7 +280,7 @@ def datasheet_section(problems: list[Any], removals: list[dict], source_paths: l
             several[removal["reason"]] = several.get(removal["reason"], 0) + 1
     lines = ["## Statement readings", "",
              "What the statements say of how an output may differ from the recorded one "
-             "(microcoder/data/readings.py; docs/data_pipeline.md, \"Statement readings\").", "",
+             "(microcoder/data/readings.py; docs/data_pipeline.md, \"Checkers from statements\").", "",
              "| reading | problems |", "|---|---:|"]
     lines += [f"| {name} | {value} |" for name, value in counts.items() if value]
     lines += [f"| removed at validate: {reason} | {value} |" for reason, value in sorted(several.items())]
