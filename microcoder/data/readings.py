@@ -157,7 +157,8 @@ def read_letter_case(statement: str, outputs: Iterable[str] = ()) -> LetterCase 
     printed = {token.casefold() for output in outputs for token in output.split()}
     named = {next(group for group in match.groups() if group) for match in _NAMED_WORD.finditer(statement)}
     words = {word.upper() for word in named if word.casefold() in printed and word.upper() not in ("I", "A")}
-    if re.search(r"positive|negative|\byes\b", found, re.IGNORECASE) and {"yes", "no"} & {w.casefold() for w in named}:
+    speaks_of_yes = re.search(r"positive|negative|\byes\b", found, re.IGNORECASE) or words & set(_YES_NO)
+    if speaks_of_yes and {"yes", "no"} & {w.casefold() for w in named}:
         words.update(_YES_NO)  # both answers, whichever the tests happen to print
     words = sorted(words)
     if not words and not printed and re.search(r"\byes\b|positive", found, re.IGNORECASE):
