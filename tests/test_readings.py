@@ -22,6 +22,7 @@ from microcoder.problems import Checker, Problem, ProblemFormatError, parse_prob
     ("Your answer will be accepted if the relative or absolute error does not exceed $10^{-6}$.", 1e-6, "either"),
     ("The error of your answer must be at most 10**-3 to be accepted.", 1e-3, "absolute"),
     ("It is correct if its relative error is at most 1e-7.", 1e-7, "relative"),
+    ("It is at least 0.5; answers within 10^-6 of the correct answer are accepted.", 1e-6, "absolute"),
 ])
 def test_an_error_bound_in_any_wording(sentence, value, kind):
     tolerance = readings.read_tolerance("Print the area. " + sentence)

@@ -52,11 +52,10 @@ def sentences(statement: str) -> Iterator[str]:
 # A power of ten with a negative exponent as statements write it: 10^{-6}, 10^-6, 10^(-6),
 # 10 ^ {-5}, $10^{-6}$, 10**-6, 1e-6, 1E-6, and LeetCode's "10-5" (a superscript lost in
 # the text), or a plain decimal such as 0.01 or 0.000001.
-_POWER = (r"10\s*(?:\^|\*\*)\s*\{?\s*\(?\s*[-−–]\s*(\d+)\s*\)?\s*\}?"
-          r"|\b1(?:\.0*)?\s*[eE]\s*[-−–]\s*(\d+)\b"
-          r"|\b10\s*[-−–]\s*(\d)\b(?![\d.])"
-          r"|\b(0\.0*[1-9]\d*)\b")
-_BOUND_NUMBER = re.compile(_POWER)
+_POWER = re.compile(r"10\s*(?:\^|\*\*)\s*\{?\s*\(?\s*[-−–]\s*(\d+)\s*\)?\s*\}?"
+                    r"|\b1(?:\.0*)?\s*[eE]\s*[-−–]\s*(\d+)\b"
+                    r"|\b10\s*[-−–]\s*(\d)\b(?![\d.])")
+_DECIMAL_BOUND = re.compile(r"(?<![\d.])(0\.0*[1-9]\d*)\b")
 # What makes a number in a sentence an error bound: the sentence speaks of an error, a
 # difference from the right answer, a tolerance or precision, and of being accepted.
 _ERROR_WORDS = re.compile(
@@ -86,14 +85,14 @@ def read_tolerance(statement: str) -> Tolerance | None:
     for sentence in sentences(statement):
         if not _ERROR_WORDS.search(sentence) or not _ACCEPTANCE.search(sentence):
             continue
-        number = _BOUND_NUMBER.search(sentence)
-        if number is None:
-            continue
-        power, scientific, leetcode, decimal = number.groups()
-        if decimal is not None:
-            value = float(decimal)
+        power = _POWER.search(sentence)  # a power of ten is the bound wherever it stands; a decimal
+        decimal = None if power else _DECIMAL_BOUND.search(sentence)  # only when there is none
+        if power is not None:
+            value = 10.0 ** -int(next(group for group in power.groups() if group))
+        elif decimal is not None:
+            value = float(decimal.group(1))
         else:
-            value = 10.0 ** -int(power or scientific or leetcode)
+            continue
         if not 0 < value < 1:
             continue
         kinds = {word.lower() for word in _ERROR_KINDS.findall(sentence)}
