@@ -234,21 +234,23 @@ _LINE_THINGS = re.compile(r"\b(?:lines|pairs?|edges?|rows?|segments?|queries|ope
                           r"intervals?|each on (?:a )?separate line|one per line)\b", re.IGNORECASE)
 
 
-def _frees_order(sentence: str, result_words: re.Pattern) -> bool:
-    """Whether the sentence says the result (or output) named by `result_words` may come
-    in any order: "in any order" with a result word before it and no other clause or
-    action between them, or "the order of the output ... does not matter"."""
+def _frees_order(sentence: str, result_words: re.Pattern) -> str | None:
+    """The words by which the sentence says the result (or output) named by
+    `result_words` may come in any order, or None: "in any order" with a result word
+    before it and no other clause or action between them (from the first result word
+    within 100 characters), or "the order of the output ... does not matter"."""
     if _DEFINITION.search(sentence) and not result_words.search(sentence):
-        return False
+        return None
     for match in _IN_ANY_ORDER.finditer(sentence):
         before = sentence[: match.start()]
         results = list(result_words.finditer(before))
         if results and not _OTHER_CLAUSE.search(before[results[-1].end():]):
-            return True
-        if re.search(r"\b(?:may|can|could|should|must)\s+be\s+(?:returned|printed|output)\s*$", before, re.IGNORECASE):
-            return True
+            first = next(word for word in results if match.start() - word.end() <= 101)
+            return sentence[first.start(): match.end()]
     found = _ORDER_DOES_NOT_MATTER.search(sentence)
-    return bool(found and result_words.search(sentence[: found.end()]))
+    if found and result_words.search(sentence[: found.end()]):
+        return found.group(0)
+    return None
 
 
 # "The pairs can appear in any order": the items of a returned list, named by what they are.
@@ -257,10 +259,13 @@ _ITEMS_ANY_ORDER = re.compile(r"^(?:the|its)\s+(?:pairs|elements|values|indices|
 
 
 def read_result_order(statement: str) -> str | None:
-    """The sentence that frees a call problem's returned list's order, or None."""
+    """The words that free a call problem's returned list's order ("return the answer
+    in any order"), or None."""
     for sentence in sentences(statement):
-        if _frees_order(sentence, _RESULT_WORDS) or _ITEMS_ANY_ORDER.search(sentence):
-            return sentence
+        words = _frees_order(sentence, _RESULT_WORDS)
+        items = _ITEMS_ANY_ORDER.search(sentence)
+        if words or items:
+            return words or items.group(0)
     return None
 
 

@@ -260,8 +260,8 @@ def inferred_call_checker(problem: Problem) -> tuple[Checker, str] | None:
     - said to come in any order, or the inner lists are collections (groups, subsets,
       combinations, triplets) and not sequences (permutations, paths) -> [0, 1];
     - otherwise [0], the rule marked `INNER_UNDECIDED` for a hand decision."""
-    sentence = readings.read_result_order(problem.prompt)
-    if sentence is None:
+    words = readings.read_result_order(problem.prompt)
+    if words is None:
         return None
     try:
         annotation = find_signature(problem.starter_code).returns if problem.starter_code.strip() else None
@@ -273,7 +273,7 @@ def inferred_call_checker(problem: Problem) -> tuple[Checker, str] | None:
     levels, note = inner_levels(problem.prompt) if depth >= 2 else ([0], "")
     base = problem.checker or Checker()
     return (base.model_copy(update={"unordered_levels": levels}),
-            f"any order, levels {levels}: {sentence[:120]!r}" + (f" ({note})" if note else ""))
+            f"any order, levels {levels}: {words!r}" + (f" ({note})" if note else ""))
 
 
 def inner_levels(statement: str) -> tuple[list[int], str]:
