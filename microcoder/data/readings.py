@@ -238,14 +238,16 @@ def _frees_order(sentence: str, result_words: re.Pattern) -> str | None:
     """The words by which the sentence says the result (or output) named by
     `result_words` may come in any order, or None: "in any order" with a result word
     before it and no other clause or action between them (from the first result word
-    within 100 characters), or "the order of the output ... does not matter"."""
+    within 100 characters and the same clause), or "the order of the output ... does
+    not matter"."""
     if _DEFINITION.search(sentence) and not result_words.search(sentence):
         return None
     for match in _IN_ANY_ORDER.finditer(sentence):
         before = sentence[: match.start()]
         results = list(result_words.finditer(before))
         if results and not _OTHER_CLAUSE.search(before[results[-1].end():]):
-            first = next(word for word in results if match.start() - word.end() <= 101)
+            first = next((word for word in results if match.start() - word.end() <= 101
+                          and "." not in sentence[word.end(): match.start()]), results[-1])
             return sentence[first.start(): match.end()]
     found = _ORDER_DOES_NOT_MATTER.search(sentence)
     if found and result_words.search(sentence[: found.end()]):
