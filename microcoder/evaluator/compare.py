@@ -271,7 +271,9 @@ def _token_difference(expected: str, got: str, checker: Checker, tolerance: floa
 
 def _any_case(token: str, checker: Checker) -> bool:
     """Whether the token may be printed in any letter case."""
-    return checker.case_insensitive or token.casefold() in {word.casefold() for word in checker.case_insensitive_words}
+    if checker.case_insensitive or not checker.case_insensitive_words:
+        return checker.case_insensitive
+    return token.casefold() in {word.casefold() for word in checker.case_insensitive_words}
 
 
 def _case_key(token: str, checker: Checker) -> str:
