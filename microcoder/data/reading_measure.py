@@ -246,6 +246,10 @@ def shared_directory_of(source_paths: list[Path]) -> Path | None:
     return None
 
 
+LISTED_UP_TO = 30
+"""The datasheet names every problem of a reading that this many problems or fewer have."""
+
+
 def datasheet_section(problems: list[Any], removals: list[dict], source_paths: list[Path],
                       labels_path: Path = DEFAULT_LABELS) -> list[str]:
     """The datasheet's lines on statement readings: what the corpus's statements were read
@@ -254,13 +258,17 @@ def datasheet_section(problems: list[Any], removals: list[dict], source_paths: l
     its statement), and the readings' precision and recall on the hand-labelled sample
     when the labels and the shared sources are at hand."""
     counts: dict[str, int] = {}
+    ids: dict[str, list[str]] = {}
+    problem_id = ""
 
     def count(name: str, flag: Any) -> None:
         counts[name] = counts.get(name, 0) + bool(flag)
+        if flag:
+            ids.setdefault(name, []).append(problem_id)
 
     words: dict[str, int] = {}
     for problem in problems:
-        checker = problem.checker
+        checker, problem_id = problem.checker, problem.id
         if checker is None:
             continue
         if checker.float_tolerance is not None:
@@ -284,6 +292,11 @@ def datasheet_section(problems: list[Any], removals: list[dict], source_paths: l
              "| reading | problems |", "|---|---:|"]
     lines += [f"| {name} | {value} |" for name, value in counts.items() if value]
     lines += [f"| removed at validate: {reason} | {value} |" for reason, value in sorted(several.items())]
+    lines += ["", "An error bound is the statement's, or the LeetCode loader's 1e-5 for a float result."]
+    listed = {name: sorted(found) for name, found in ids.items() if len(found) <= LISTED_UP_TO}
+    if listed:
+        lines += ["", f"The problems of each reading that {LISTED_UP_TO} or fewer have:", ""]
+        lines += [f"- {name}: {', '.join(found)}" for name, found in listed.items()]
     if words:
         lines += ["", "Answer words whose case is free: " + ", ".join(f"{key} ({value})" for key, value in sorted(words.items())) + "."]
 
