@@ -27,3 +27,16 @@ def test_every_rule_has_labelled_positives_and_the_sample_has_negatives():
     for rule in RULES:
         assert any(rule in record["labels"] for record in labels), rule
     assert sum(not record["labels"] for record in labels) >= 100
+
+
+def test_the_datasheet_shows_the_table_for_a_build_of_the_shared_sources():
+    from microcoder.data.reading_measure import datasheet_section
+    from microcoder.problems import Checker, Problem
+
+    problem = Problem(id="cf/1", prompt="", kind="stdin", tests=[{"input": "", "output": "YES"}],
+                      checker=Checker(case_insensitive_words=["NO", "YES"]))
+    lines = datasheet_section([problem], [], [DEFAULT_SHARED / "livecodebench-rllm" / "codeforces_test.json"])
+    text = "\n".join(lines)
+    assert "| answer words in any letter case (case_insensitive_words) | 1 |" in text
+    assert "- answer words in any letter case (case_insensitive_words): cf/1" in text
+    assert "| letter_case | all |" in text and "hand-labelled real statements" in text
