@@ -40,3 +40,12 @@ def test_the_datasheet_shows_the_table_for_a_build_of_the_shared_sources():
     assert "| answer words in any letter case (case_insensitive_words) | 1 |" in text
     assert "- answer words in any letter case (case_insensitive_words): cf/1" in text
     assert "| letter_case | all |" in text and "hand-labelled real statements" in text
+
+
+def test_the_labels_cover_every_statement_a_reading_or_a_net_touches_and_the_seeded_draw():
+    from microcoder.data.reading_measure import labelled_sample, shared_statements
+
+    labelled = {(record["file"], record["index"]) for record in read_labels(DEFAULT_LABELS)}
+    wanted = labelled_sample(list(shared_statements(DEFAULT_SHARED)))
+    assert len(wanted) == len(set(wanted))
+    assert set(wanted) == labelled, f"{len(set(wanted) - labelled)} statements to label, {len(labelled - set(wanted))} extra"

@@ -5,10 +5,11 @@ The statements are read from the shared sources (../shared/data: LeetCodeDataset
 LiveCodeBench, CodeContests, Codeforces, APPS, MBPP), one per distinct statement text.
 The labels file (benchmarks/statement_readings_labels.jsonl) holds, for a hand-labelled
 sample of them, each statement's file, row and fingerprint and the reading a judge of its
-platform would apply: only ids and labels, never the statement's text. The sample is every
-statement that a broad net of words around each rule catches (the rules' candidates,
-each read by hand: LeetCode's "return any ...", Codeforces' "in any case", every "error"
-and "any order" sentence ...) plus 80 drawn with seed 49 from the rest.
+platform would apply: only ids and labels, never the statement's text. The sample
+(`labelled_sample`) is every statement that a broad net of words around each rule catches
+(`NETS`: the rules' candidates, each read by hand: LeetCode's "return any ...",
+Codeforces' "in any case", every "error" and "any order" sentence ...) or that a reading
+reads anything in, plus 80 drawn with seed 49 from the rest.
 
 Each labelled statement is read by the pipeline's readings (`reading_of`: what
 microcoder/data/readings.py and `stdin_checker` give) and compared rule by rule:
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +64,33 @@ class Statement:
     @property
     def sha1(self) -> str:
         return statement_hash(self.text)
+
+
+# The broad nets: words around each rule, far wider than the rules, whose every catch was
+# labelled by hand (the rules' candidates, where a miss would show).
+NETS = {
+    "tolerance": r"error|within 10|precision|differ[^.]{0,30}by|tolerance|accura",
+    "exact_decimals": r"decimal place|digits after|trailing 0|trailing zero|round(?:ed)? (?:off )?to",
+    "letter_case": r"any case|case[- ]insensitive|upper ?case or lower ?case|lower ?case or upper ?case|any register|"
+                   r"recogni[sz]ed as|letter case|regardless of (?:the )?case",
+    "several_answers": r"\bany\b[^.]{0,30}\b(?:of them|valid|correct|possible|such|answer|solution)|multiple (?:answers|"
+                       r"solutions)|several (?:answers|solutions)|more than one (?:answer|solution)|"
+                       r"(?:return|print|output|find|construct) any",
+    "order": r"any order|arbitrary order|order[^.]{0,60}(?:does not|doesn.t|do not|don.t) matter|any sequence",
+}
+SAMPLE_SEED = 49
+SAMPLE_DRAWN = 80
+
+
+def labelled_sample(statements: list[Statement]) -> list[tuple[str, int]]:
+    """(file, row) of the statements the labels must cover: every one a net catches or a
+    reading reads something in, and SAMPLE_DRAWN drawn with SAMPLE_SEED from the rest."""
+    caught = [s for s in statements if any(re.search(net, s.text, re.IGNORECASE) for net in NETS.values())
+              or reading_of(s)]
+    keys = {(s.file, s.index) for s in caught}
+    rest = [s for s in statements if (s.file, s.index) not in keys]
+    drawn = random.Random(SAMPLE_SEED).sample(rest, SAMPLE_DRAWN)
+    return [(s.file, s.index) for s in caught + drawn]
 
 
 def _outputs(tests: Any) -> list[str]:
