@@ -45,6 +45,8 @@ class Case:
     starter: str = ""
     removed: bool = False
     """The statement accepts several answers: the case leaves the corpus."""
+    checker: dict | None = None
+    """The checker the source's loader set before validate reads the statement."""
 
     @property
     def kind(self) -> str:
@@ -52,7 +54,7 @@ class Case:
 
     def problem(self) -> Problem:
         fields = {"id": self.name, "prompt": self.statement, "kind": self.kind,
-                  "tests": [{"input": i, "output": o} for i, o in self.tests]}
+                  "tests": [{"input": i, "output": o} for i, o in self.tests], "checker": self.checker}
         if self.starter:
             fields.update(starter_code=self.starter,
                           entry_point="Solution()." + self.starter.split("def ")[1].split("(")[0])
@@ -63,8 +65,8 @@ def stdin(name, statement, tests, *programs, removed=False):
     return Case(name, statement, tests, list(programs), removed=removed)
 
 
-def call(name, statement, starter, tests, *programs, removed=False):
-    return Case(name, statement, tests, list(programs), starter=starter, removed=removed)
+def call(name, statement, starter, tests, *programs, removed=False, checker=None):
+    return Case(name, statement, tests, list(programs), starter=starter, removed=removed, checker=checker)
 
 
 P = Program
@@ -120,6 +122,13 @@ CASES = [
          SUM_STARTER.format(returns="float"), [("[1, 2]", "1.5"), ("[1, 1]", "1.0")],
          P("class Solution:\n    def solve(self, nums):\n        return sum(nums) / len(nums) + 0.004", "1.504", True),
          P("class Solution:\n    def solve(self, nums):\n        return sum(nums) / len(nums) + 0.02", "1.52", False)),
+    # LeetCode's loader gives every float result its platform bound (1e-5); the statement's own wins.
+    call("call-stated-bound-over-the-platform-default",
+         "Return the mean of nums. Answers within 10^-2 of the actual answer will be accepted.",
+         SUM_STARTER.format(returns="float"), [("[1, 2]", "1.5"), ("[1, 1]", "1.0")],
+         P("class Solution:\n    def solve(self, nums):\n        return sum(nums) / len(nums) + 0.004", "1.504", True),
+         P("class Solution:\n    def solve(self, nums):\n        return sum(nums) / len(nums) + 0.02", "1.52", False),
+         checker={"float_tolerance": 1e-5}),
     call("call-relative-tolerance",
          "Return the mean of nums. Your answer is correct if its relative error is at most 1e-9.",
          SUM_STARTER.format(returns="float"), [("[1, 2]", "1.5"), ("[1, 1]", "1.0")],

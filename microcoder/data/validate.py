@@ -329,8 +329,10 @@ def _infer_checker(problem: Problem) -> str | None:
         if problem.checker is not None and problem.checker.python:
             return None
         rules, checker = [], problem.checker or Checker()
+        # A bound the statement states wins over the one a loader gave every float result
+        # (LeetCode's 1e-5): the statement is what the platform's judge applies to this problem.
         tolerance = readings.read_tolerance(problem.prompt)
-        if tolerance is not None and checker.float_tolerance is None:
+        if tolerance is not None and (checker.float_tolerance, checker.float_tolerance_kind) != (tolerance.value, tolerance.kind):
             checker = checker.model_copy(update={"float_tolerance": tolerance.value, "float_tolerance_kind": tolerance.kind})
             rules.append(f"tolerance {tolerance.value:g} ({tolerance.kind}): {tolerance.words[:120]!r}")
         if not checker.unordered_levels:
