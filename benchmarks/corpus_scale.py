@@ -124,7 +124,7 @@ def throughput(args) -> dict:
     problems = reference_problems(args.problems)
     print(f"\n## Throughput: {len(problems)} LeetCodeDataset references, {args.cores} cores, {load()}")
     local = Evaluator(EvaluatorConfig(workers=args.cores, time_limit_s=4.0, record_test_cpu=True))
-    ray.init(num_cpus=args.cores, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=args.cores, include_dashboard=False, log_to_driver=False, configure_logging=False)
     config = PipelineConfig(sources=[], workers=args.cores, time_limit_s=4.0)
     config.ray.chunk_size = args.chunk_size
     remote = RayEvaluator(config)

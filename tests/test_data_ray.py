@@ -64,7 +64,7 @@ PROBLEMS = [
 @pytest.fixture(scope="module")
 def ray_instance():
     """One Ray instance of 2 CPUs for the module (a build joins it rather than start its own)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
@@ -88,6 +88,7 @@ def config_of(folder: Path, source: Path, engine: str, adopt_from: Path | None =
         "decontaminate": {"eval_sets": [{"name": "evalset", "path": str(FIXTURES / "evalset.jsonl")}]},
         "validate": {"min_tests": 1},
         "amplify": {"keep_unverified": True, "tests_per_problem": 12, "batch_size": 100},
+        "difficulty": {"estimate_pass_rate": True, "samples_per_problem": 2, "batch_size": 4},
     }
     if adopt_from is not None:
         config["validate"]["reference_timings_from"] = str(adopt_from / "work/validate/reference_verdicts.jsonl")
@@ -95,6 +96,24 @@ def config_of(folder: Path, source: Path, engine: str, adopt_from: Path | None =
     path = folder / "data.yaml"
     path.write_text(yaml.safe_dump(config))
     return load_build_config(path)
+
+
+class Sampler:
+    """The pass-rate stage's model, made deterministic: per problem, its reference (when it
+    has one) and a wrong program. The rates are judged on the engine's evaluator."""
+
+    def generate(self, batch, n, max_new_tokens, seed):
+        from microcoder.policy.generation import GeneratedText
+
+        def programs(problem):
+            right = problem.metadata.get("reference_solution", "print(0)\n")
+            return [right, "print(0)\n"][:n]
+
+        return [[GeneratedText([], f"```python\n{code}```", False) for code in programs(problem)] for problem in batch]
+
+
+def build_quietly(config) -> None:
+    build(config, generator=Sampler(), log=lambda _: None)
 
 
 def export_files(config) -> dict[str, Path]:
@@ -157,13 +176,13 @@ def answers(config) -> dict[str, tuple]:
 def local_build(tmp_path_factory, source):
     # at the depth of the tests' own folders: the datasheet names sources by relative path
     config = config_of(tmp_path_factory.mktemp("local") / "local", source, "local")
-    build(config, log=lambda _: None)
+    build_quietly(config)
     return config
 
 
 def test_ray_build_equals_the_local_build(ray_instance, local_build, source, tmp_path):
     ray_build = config_of(tmp_path / "ray", source, "ray")
-    build(ray_build, log=lambda _: None)
+    build_quietly(ray_build)
     generated = [row for row in without_times(ray_build) if any(test.get("generated") for test in row["tests"])]
     # The fixture's `extra/product` and the three call problems were amplified, on the actors.
     assert len(generated) == 4
@@ -172,13 +191,15 @@ def test_ray_build_equals_the_local_build(ray_instance, local_build, source, tmp
     assert answers(ray_build) == answers(local_build)
     assert len(answers(ray_build)) >= sum(test.get("generated", False) for row in generated for test in row["tests"])
     assert without_times(ray_build) == without_times(local_build)
+    rates = {row["id"]: row["metadata"]["pass_rate"]["accepted"] for row in without_times(ray_build)}
+    assert sorted(rates.values()) == [0, 0, 0, 0, 1, 1, 1, 1]  # judged on the actors: references pass
     # Given the Ray build's measurements, a local build writes the same bytes, and so does
     # a Ray build given the local build's.
     adopting = config_of(tmp_path / "local-adopting", source, "local", adopt_from=tmp_path / "ray")
-    build(adopting, log=lambda _: None)
+    build_quietly(adopting)
     assert_same_bytes(adopting, ray_build)
     adopting_ray = config_of(tmp_path / "ray-adopting", source, "ray", adopt_from=Path(local_build.work_dir).parent)
-    build(adopting_ray, log=lambda _: None)
+    build_quietly(adopting_ray)
     assert_same_bytes(adopting_ray, local_build)
 
 
@@ -218,7 +239,7 @@ def kill_actors_at_first_result(monkeypatch) -> list[tuple[str, list[int]]]:
 def test_actors_killed_mid_stage_lose_and_repeat_nothing(ray_instance, local_build, source, tmp_path, monkeypatch):
     killed = kill_actors_at_first_result(monkeypatch)
     faulted = config_of(tmp_path / "ray-killed", source, "ray")
-    build(faulted, log=lambda _: None)
+    build_quietly(faulted)
     assert [(call, len(pids)) for call, pids in killed] == [("evaluate", 2), ("map_sandboxed", 2)]
     assert not set(killed[0][1]) & set(killed[1][1])  # the second kill met the restarted processes
     # Ray restarted them and ran their lost chunks again: every verdict and answer once.
@@ -227,7 +248,7 @@ def test_actors_killed_mid_stage_lose_and_repeat_nothing(ray_instance, local_bui
     assert without_times(faulted) == without_times(local_build)
     monkeypatch.undo()
     adopting = config_of(tmp_path / "local-adopting", source, "local", adopt_from=tmp_path / "ray-killed")
-    build(adopting, log=lambda _: None)
+    build_quietly(adopting)
     assert_same_bytes(adopting, faulted)
 
 
@@ -236,7 +257,7 @@ def test_an_actor_lost_past_its_restarts_stops_the_stage_and_the_rerun_resumes(r
     kill_actors_at_first_result(monkeypatch)
     faulted = config_of(tmp_path / "ray", source, "ray", max_restarts=0)
     with pytest.raises(EngineFault) as stopped:
-        build(faulted, log=lambda _: None)
+        build_quietly(faulted)
     assert "\n" not in str(stopped.value) and "ray.max_restarts" in str(stopped.value)
     assert not is_done(faulted, "validate")  # no manifest: nothing taken for a finished stage
     written = cache(faulted, "validate", "reference_verdicts.jsonl") if (
@@ -244,6 +265,6 @@ def test_an_actor_lost_past_its_restarts_stops_the_stage_and_the_rerun_resumes(r
     assert all(record["verdict"] == verdicts(local_build)[record["key"]][0] for record in written)
     monkeypatch.undo()
     rerun = config_of(tmp_path / "ray", source, "ray")  # the same work_dir, restarts allowed
-    build(rerun, log=lambda _: None)
+    build_quietly(rerun)
     assert verdicts(rerun) == verdicts(local_build) and answers(rerun) == answers(local_build)
     assert without_times(rerun) == without_times(local_build)

@@ -121,7 +121,7 @@ class RayEvaluator:
         if not ray.is_initialized():
             try:
                 if self._settings.address is None:
-                    ray.init(num_cpus=config.workers or os.cpu_count(), include_dashboard=False,
+                    ray.init(address="local", num_cpus=config.workers or os.cpu_count(), include_dashboard=False,
                              log_to_driver=False, configure_logging=False)
                 else:
                     ray.init(address=self._settings.address, log_to_driver=False, configure_logging=False)
