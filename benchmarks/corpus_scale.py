@@ -164,6 +164,10 @@ def extrapolation(summary: dict, generated: int) -> None:
     tests = summary["tests_per_problem"]
     print(f"\n## Extrapolation (not measured): each problem {tests:.1f} stored tests (this sample's mean) "
           f"run in validate, {generated} generated inputs answered in amplify, at the Ray rates above")
+    per_thousand_validate = 1000 * tests / summary["validate"]["ray"]
+    per_thousand_amplify = 1000 * generated / summary["amplify"]["ray"]
+    print(f"\nPer 1,000 problems: validate {per_thousand_validate:.0f} core-seconds ({tests:.1f} tests each), "
+          f"amplify {per_thousand_amplify:.0f} core-seconds ({generated} answers each); divide by the cores.")
     print("\n| problems | cores | validate | amplify | both |")
     print("|---:|---:|---:|---:|---:|")
     for problems in (50_000, 500_000):
@@ -205,6 +209,9 @@ def memory(args) -> None:
     import yaml
 
     print(f"\n## Peak memory: the build without sandbox stages, 1x and 8x, {load()}")
+    from microcoder.data.stages import STAGES
+
+    stage_seconds: dict[int, dict[str, float]] = {}
     print("\n| sources | problems in | exported | peak RSS | wall |")
     print("|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="corpus-scale-") as folder:
@@ -228,7 +235,15 @@ def memory(args) -> None:
             exported = json.loads((folder / f"work-x{copies}/export/manifest.json").read_text())["counts"]["out"]
             shown = f"{peak / 1024:.0f} MiB" if peak > before else f"<= {before / 1024:.0f} MiB (the earlier peak)"
             print(f"| {copies}x | {count:,} | {exported:,} | {shown} | {time.monotonic() - started:.0f} s |")
+            stage_seconds[copies] = {stage: json.loads((folder / f"work-x{copies}/{stage}/manifest.json").read_text())
+                                     ["seconds"] * 1000 / count for stage in STAGES if stage != "amplify"}
             shutil.rmtree(folder / f"work-x{copies}", ignore_errors=True)
+    print("\nSeconds per 1,000 problems in, by stage (validate without reference runs, amplify off; the "
+          "sandbox stages' costs follow from the throughput part's rates):\n")
+    print("| stage | " + " | ".join(f"{copies}x" for copies in stage_seconds) + " |")
+    print("|---|" + "---:|" * len(stage_seconds))
+    for stage in stage_seconds[1]:
+        print(f"| {stage} | " + " | ".join(f"{seconds[stage]:.2f}" for seconds in stage_seconds.values()) + " |")
 
 
 # ------------------------------------------------------------------ cluster

@@ -268,3 +268,40 @@ def test_an_actor_lost_past_its_restarts_stops_the_stage_and_the_rerun_resumes(r
     build_quietly(rerun)
     assert verdicts(rerun) == verdicts(local_build) and answers(rerun) == answers(local_build)
     assert without_times(rerun) == without_times(local_build)
+
+
+@pytest.mark.slow
+def test_a_driver_killed_mid_amplify_resumes_from_what_it_wrote(ray_instance, local_build, source, tmp_path):
+    """`microcoder data build --engine ray` (its own Ray instance) SIGKILLed, with its Ray
+    processes, once amplify has cached some answers; the rerun adds the rest, each once."""
+    import subprocess
+    import sys
+    import time
+
+    config = config_of(tmp_path, source, "ray", chunk_size=2)
+    settings = yaml.safe_load((tmp_path / "data.yaml").read_text())
+    settings["amplify"]["batch_size"] = 4  # written every 4 answers: a kill finds some written
+    settings["ray"]["cpus_per_actor"] = None
+    settings["difficulty"]["estimate_pass_rate"] = False  # the CLI has no sampler to give
+    (tmp_path / "data.yaml").write_text(yaml.safe_dump(settings))
+    answers_file = config.stage_dir("amplify") / "reference_answers.jsonl"
+    driver = subprocess.Popen([sys.executable, "-m", "microcoder.cli", "data", "build", "--config",
+                               str(tmp_path / "data.yaml"), "--no-progress"], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and driver.poll() is None:
+        if answers_file.exists() and len(answers_file.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.05)
+    assert driver.poll() is None, driver.stderr.read().decode()[-2000:]
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray instance it started
+    driver.wait()
+    written = answers_file.read_text().splitlines()
+    assert 4 <= len(written) < len(answers(local_build)) and not is_done(config, "amplify")
+    rerun = load_build_config(tmp_path / "data.yaml")
+    build(rerun, log=lambda _: None)
+    after = answers_file.read_text().splitlines()
+    assert after[: len(written)] == written  # kept, not redone
+    assert answers(rerun) == answers(local_build)  # each once (answers() checks), none missing
+    assert [{**row, "metadata": {**row["metadata"], "pass_rate": None}} for row in without_times(rerun)] == [
+        {**row, "metadata": {**row["metadata"], "pass_rate": None}} for row in without_times(local_build)]
