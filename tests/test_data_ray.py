@@ -305,3 +305,44 @@ def test_a_driver_killed_mid_amplify_resumes_from_what_it_wrote(ray_instance, lo
     assert answers(rerun) == answers(local_build)  # each once (answers() checks), none missing
     assert [{**row, "metadata": {**row["metadata"], "pass_rate": None}} for row in without_times(rerun)] == [
         {**row, "metadata": {**row["metadata"], "pass_rate": None}} for row in without_times(local_build)]
+
+
+@pytest.mark.slow
+def test_the_pass_rate_model_on_a_generation_actor_samples_as_the_local_stage(ray_instance, tmp_path):
+    """The CPU fallback of the generation actors (no GPU: `generate` on the tiny random
+    model): the same batches with the same seeds give the local stage's responses, text for
+    text, and the build the local build's pass rates."""
+    from microcoder.data.difficulty import local_model_generator
+    from microcoder.data.ray_engine import RayGenerator
+    from microcoder.policy.model import save_tiny_model
+    from microcoder.problems import read_problems
+
+    model_dir = save_tiny_model(tmp_path / "tiny")
+    configs = {}
+    for engine in ("local", "ray"):
+        folder = tmp_path / engine
+        folder.mkdir()
+        settings = {"work_dir": str(folder / "work"), "progress": False, "workers": 2, "engine": engine,
+                    "ray": {"cpus_per_actor": 1},
+                    "sources": [{"path": str(FIXTURES / "hf_rows.jsonl")}], "validate": {"run_references": False},
+                    "amplify": {"keep_unverified": True},
+                    "difficulty": {"estimate_pass_rate": True, "model": str(model_dir), "samples_per_problem": 2,
+                                   "max_new_tokens": 8, "batch_size": 1, "temperature": 1.0}}
+        (folder / "data.yaml").write_text(yaml.safe_dump(settings))
+        configs[engine] = load_build_config(folder / "data.yaml")
+    problems = [Problem.model_validate(json.loads(line)) for line in (FIXTURES / "hf_rows.jsonl").read_text().splitlines()
+                if line.strip()][:2]
+    calls = [([problem], 7 + index) for index, problem in enumerate(problems)]
+    local = local_model_generator(configs["local"])
+    here = [[text.text for text in group] for batch, seed in calls for group in local.generate(batch, 2, 8, seed)]
+    actors = RayGenerator(configs["ray"])
+    try:
+        there = [[text.text for text in group] for groups in actors.generate_batches(calls, 2, 8) for group in groups]
+    finally:
+        actors.close()
+    assert there == here and len({text for group in here for text in group}) > 1  # sampled, seeded alike
+    for config in configs.values():
+        build(config, log=lambda _: None)
+    rates = {engine: [p.metadata["pass_rate"] for p in read_problems(config.stage_dir("export") / "microcoder-dataset.jsonl")]
+             for engine, config in configs.items()}
+    assert rates["ray"] == rates["local"] and len(rates["ray"]) == 2

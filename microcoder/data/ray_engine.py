@@ -105,6 +105,47 @@ class EvaluatorActor:
             return list(pool.map(lambda args: function(context, *args), arguments))
 
 
+class GeneratorActor:
+    """The pass rate's model on one GPU, or on CPU (made a Ray actor by `RayGenerator`)."""
+
+    def __init__(self, config):
+        from microcoder.data.difficulty import local_model_generator
+
+        self.generator = local_model_generator(config)
+
+    def generate(self, problems: list, n: int, max_new_tokens: int, seed: int) -> list:
+        return self.generator.generate(problems, n, max_new_tokens, seed)
+
+
+class RayGenerator:
+    """The difficulty stage's sampling on generation actors: one per GPU of the cluster
+    (vLLM where installed, `generate` otherwise: policy.generation picks the backend), or one
+    on CPU when the cluster has no GPU. Each batch is sampled whole with its own seed, as the
+    local stage samples it, so the responses, and the pass rates, are the local stage's;
+    several batches are sampled at once, and come back in order."""
+
+    def __init__(self, config):
+        self._ray = ray = _import_ray()
+        self._settings = config.ray
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        # No CPU reserved: the evaluator actors hold every CPU, and on a GPU the sampling
+        # waits on the GPU. On CPU it shares the cores with the judging of earlier batches.
+        actor_class = ray.remote(num_cpus=0, num_gpus=1 if gpus else 0, max_restarts=self._settings.max_restarts,
+                                 max_task_retries=self._settings.max_restarts)(GeneratorActor)
+        self.actors = [(actor_class.remote(config), 1) for _ in range(max(1, gpus))]
+
+    def generate_batches(self, calls: list[tuple[list, int]], n: int, max_new_tokens: int) -> Iterator[list]:
+        ray, restarts = self._ray, self._settings.max_restarts
+        yield from ordered_results(ray, self.actors, lambda actor, call: actor.generate.remote(call[0], n, max_new_tokens,
+                                                                                            call[1]),
+                                   calls, lambda reference: fetched(ray, reference, restarts))
+
+    def close(self) -> None:
+        for actor, _ in self.actors:
+            self._ray.kill(actor)
+        self.actors = []
+
+
 class RayEvaluator:
     """The Ray engine's evaluator: `evaluate` and `map_sandboxed` on the cluster's evaluator
     actors (module docstring). `sandbox` is a local one on the driver, for the little sandbox
@@ -215,51 +256,14 @@ class RayEvaluator:
         return data_directories()
 
     def _ordered(self, call: Callable, chunks: list[list], on_result: Callable[[Any], None] | None) -> Iterator[list]:
-        """Each chunk's results, in the order of `chunks`, as soon as it and those before it
-        are back; chunks go to whichever actor has room (QUEUED_PER_ACTOR each)."""
-        ray = self._ray
-        waiting = deque(range(len(chunks)))
-        in_flight: dict[Any, tuple[int, Any]] = {}
-        load = Counter()
-        done: dict[int, list] = {}
-        next_out = 0
-        try:
-            while waiting or in_flight:
-                for actor, _ in self.actors:
-                    while waiting and load[actor] < QUEUED_PER_ACTOR:
-                        index = waiting.popleft()
-                        in_flight[call(actor, chunks[index])] = (index, actor)
-                        load[actor] += 1
-                (ready,), _ = ray.wait(list(in_flight), num_returns=1)
-                index, actor = in_flight.pop(ready)
-                load[actor] -= 1
-                done[index] = self._result_of(ready)
-                if on_result is not None:
-                    for result in done[index]:
-                        on_result(result)
-                while next_out in done:
-                    yield done.pop(next_out)
-                    next_out += 1
-        finally:
-            for reference in in_flight:  # the stage stopped: its queued chunks need not run
-                try:
-                    ray.cancel(reference)
-                except Exception:  # noqa: BLE001 - best effort: close() kills the actors anyway
-                    pass
+        for results in ordered_results(self._ray, self.actors, call, chunks, self._result_of):
+            if on_result is not None:
+                for result in results:
+                    on_result(result)
+            yield results
 
     def _result_of(self, reference: Any) -> list:
-        ray = self._ray
-        try:
-            return ray.get(reference)
-        except ray.exceptions.RayTaskError as error:  # the task's own exception, e.g. a SandboxFault
-            cause = getattr(error, "cause", None)
-            if isinstance(cause, BaseException):
-                raise cause from None
-            raise EngineFault(f"engine: ray: a task failed: {str(error).splitlines()[0]}") from None
-        except ray.exceptions.RayError as error:  # an actor dead past its restarts, a lost node
-            raise EngineFault(f"engine: ray: an evaluator actor was lost after {self._settings.max_restarts} "
-                              f"restarts (ray.max_restarts): {type(error).__name__}: "
-                              f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}") from None
+        return fetched(self._ray, reference, self._settings.max_restarts)
 
     def close(self) -> None:
         ray = self._ray
@@ -272,3 +276,51 @@ class RayEvaluator:
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+
+
+def ordered_results(ray, actors: list[tuple[Any, int]], call: Callable, items: list,
+                    result_of: Callable[[Any], Any]) -> Iterator[Any]:
+    """`result_of(call(actor, item))` for each item, in the order of `items`, each as soon as
+    it and those before it are back; an item goes to whichever actor has room
+    (QUEUED_PER_ACTOR each)."""
+    waiting = deque(range(len(items)))
+    in_flight: dict[Any, tuple[int, Any]] = {}
+    load: Counter = Counter()
+    done: dict[int, Any] = {}
+    next_out = 0
+    try:
+        while waiting or in_flight:
+            for actor, _ in actors:
+                while waiting and load[actor] < QUEUED_PER_ACTOR:
+                    index = waiting.popleft()
+                    in_flight[call(actor, items[index])] = (index, actor)
+                    load[actor] += 1
+            (ready,), _ = ray.wait(list(in_flight), num_returns=1)
+            index, actor = in_flight.pop(ready)
+            load[actor] -= 1
+            done[index] = result_of(ready)
+            while next_out in done:
+                yield done.pop(next_out)
+                next_out += 1
+    finally:
+        for reference in in_flight:  # the stage stopped: what is queued need not run
+            try:
+                ray.cancel(reference)
+            except Exception:  # noqa: BLE001 - best effort: the actors are killed on close anyway
+                pass
+
+
+def fetched(ray, reference: Any, max_restarts: int) -> Any:
+    """A task's result; its own exception (a SandboxFault) raised as it is, a lost actor or
+    node as one EngineFault line."""
+    try:
+        return ray.get(reference)
+    except ray.exceptions.RayTaskError as error:
+        cause = getattr(error, "cause", None)
+        if isinstance(cause, BaseException):
+            raise cause from None
+        raise EngineFault(f"engine: ray: a task failed: {str(error).splitlines()[0]}") from None
+    except ray.exceptions.RayError as error:  # an actor dead past its restarts, a lost node
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise EngineFault(f"engine: ray: an actor was lost after {max_restarts} restarts "
+                          f"(ray.max_restarts): {type(error).__name__}: {first}") from None

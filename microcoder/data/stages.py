@@ -68,6 +68,7 @@ class StageContext:
         self.generator = generator
         """A `ResponseGenerator` for the difficulty stage; tests inject a fake one."""
         self._evaluator = None
+        self._resources: list[Any] = []
 
     def evaluator(self):
         """The stages' evaluator, started on first use: this machine's sandbox workers
@@ -96,7 +97,14 @@ class StageContext:
         with ThreadPoolExecutor(max(1, self.config.workers)) as pool:
             return list(pool.map(lambda args: function(self, *args), arguments))
 
+    def keep_open(self, resource: Any) -> Any:
+        """`resource`, closed with this context (e.g. a stage's generation actors)."""
+        self._resources.append(resource)
+        return resource
+
     def close(self) -> None:
+        while self._resources:
+            self._resources.pop().close()
         if self._evaluator is not None:
             self._evaluator.close()
             self._evaluator = None
