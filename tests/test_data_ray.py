@@ -335,7 +335,7 @@ def test_the_pass_rate_model_on_a_generation_actor_samples_as_the_local_stage(ra
     calls = [([problem], 7 + index) for index, problem in enumerate(problems)]
     local = local_model_generator(configs["local"])
     here = [[text.text for text in group] for batch, seed in calls for group in local.generate(batch, 2, 8, seed)]
-    actors = RayGenerator(configs["ray"])
+    actors = RayGenerator(configs["ray"], local_model_generator)
     try:
         there = [[text.text for text in group] for groups in actors.generate_batches(calls, 2, 8) for group in groups]
     finally:

@@ -159,7 +159,7 @@ def _model_generator(config: PipelineConfig, context: StageContext | None = None
         from microcoder.data.ray_engine import RayGenerator
 
         context.evaluator()  # joins or starts the cluster
-        return context.keep_open(RayGenerator(config))
+        return context.keep_open(RayGenerator(config, local_model_generator))
     return local_model_generator(config)
 
 

@@ -108,10 +108,8 @@ class EvaluatorActor:
 class GeneratorActor:
     """The pass rate's model on one GPU, or on CPU (made a Ray actor by `RayGenerator`)."""
 
-    def __init__(self, config):
-        from microcoder.data.difficulty import local_model_generator
-
-        self.generator = local_model_generator(config)
+    def __init__(self, config, make_generator: Callable):
+        self.generator = make_generator(config)
 
     def generate(self, problems: list, n: int, max_new_tokens: int, seed: int) -> list:
         return self.generator.generate(problems, n, max_new_tokens, seed)
@@ -124,7 +122,9 @@ class RayGenerator:
     local stage samples it, so the responses, and the pass rates, are the local stage's;
     several batches are sampled at once, and come back in order."""
 
-    def __init__(self, config):
+    def __init__(self, config, make_generator: Callable):
+        """`make_generator(config)`: the local stage's model (a module-level function, found
+        on the actor by name)."""
         self._ray = ray = _import_ray()
         self._settings = config.ray
         gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -132,7 +132,7 @@ class RayGenerator:
         # waits on the GPU. On CPU it shares the cores with the judging of earlier batches.
         actor_class = ray.remote(num_cpus=0, num_gpus=1 if gpus else 0, max_restarts=self._settings.max_restarts,
                                  max_task_retries=self._settings.max_restarts)(GeneratorActor)
-        self.actors = [(actor_class.remote(config), 1) for _ in range(max(1, gpus))]
+        self.actors = [(actor_class.remote(config, make_generator), 1) for _ in range(max(1, gpus))]
 
     def generate_batches(self, calls: list[tuple[list, int]], n: int, max_new_tokens: int) -> Iterator[list]:
         ray, restarts = self._ray, self._settings.max_restarts
