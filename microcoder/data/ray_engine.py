@@ -11,8 +11,8 @@ is cut into chunks (`ray.chunk_size` samples or inputs), sent as Ray tasks to ev
 actors, and the results are put back in the order of the call before the driver sees them.
 An actor holds one `Evaluator` (a pool of sandbox workers); by default there is one actor
 per node, holding all its CPUs with as many workers (`ray.cpus_per_actor` sets smaller
-actors, several per node). Each actor has two chunks queued so that it never waits for the
-driver between them; a chunk goes to whichever actor has room, so a slow node takes fewer.
+actors, several per node). Each actor runs two chunks at a time with two more queued, so that it never waits for
+the driver between them; a chunk goes to whichever actor has room, so a slow node takes fewer.
 
 The results are those of the local engine: the same Evaluator and the same sandbox judge
 the same programs, with the same limits, and the driver writes what it receives in the
@@ -46,8 +46,12 @@ from typing import Any
 
 from microcoder.evaluator.sandbox import SandboxFault
 
-QUEUED_PER_ACTOR = 2
-"""Chunks sent to an actor before its first result is back (it runs one while the next waits)."""
+RUNNING_PER_ACTOR = 2
+"""Chunks an actor runs at once (their runs share its sandbox workers): the tail of one
+chunk, when some of its workers are idle, overlaps the start of the next."""
+QUEUED_PER_ACTOR = 4
+"""Chunks sent to an actor before its first result is back: two more wait in its queue, so
+it never waits for a busy driver to send the next."""
 
 
 class EngineFault(SandboxFault):
@@ -179,7 +183,7 @@ class RayEvaluator:
 
         restarts = self._settings.max_restarts
         actor_class = ray.remote(max_restarts=restarts, max_task_retries=restarts,
-                                 max_concurrency=QUEUED_PER_ACTOR)(EvaluatorActor)
+                                 max_concurrency=RUNNING_PER_ACTOR)(EvaluatorActor)
         actors = []
         for node in ray.nodes():
             cpus = int(node.get("Resources", {}).get("CPU", 0)) if node.get("Alive") else 0
