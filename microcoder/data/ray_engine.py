@@ -11,8 +11,9 @@ is cut into chunks (`ray.chunk_size` samples or inputs), sent as Ray tasks to ev
 actors, and the results are put back in the order of the call before the driver sees them.
 An actor holds one `Evaluator` (a pool of sandbox workers); by default there is one actor
 per node, holding all its CPUs with as many workers (`ray.cpus_per_actor` sets smaller
-actors, several per node). Each actor runs two chunks at a time with two more queued, so that it never waits for
-the driver between them; a chunk goes to whichever actor has room, so a slow node takes fewer.
+actors, several per node). Each actor runs two chunks at a time with two more queued, so
+that it never waits for the driver between them; a chunk goes to whichever actor has room,
+so a slow node takes fewer.
 
 The results are those of the local engine: the same Evaluator and the same sandbox judge
 the same programs, with the same limits, and the driver writes what it receives in the
