@@ -43,7 +43,6 @@ import json
 import random
 import re
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -458,17 +457,16 @@ def _answers(problems_inputs: list[tuple[Problem, list[str]]], config: PipelineC
     with context.progress("amplify: reference answers", len(jobs)) as advance:
         advance(len(jobs) - len(todo))
         step = max(1, config.amplify.batch_size)
-        with ThreadPoolExecutor(max(1, config.workers)) as pool:
-            for start in range(0, len(todo), step):
-                batch = todo[start : start + step]
-                answers = list(pool.map(lambda job: _answer(context, job[0], job[1], answer_time_limit(job[0], config)),
-                                        batch))
-                with open(cache_path, "a", encoding="utf-8") as handle:
-                    for (_, _, key), answer in zip(batch, answers):
-                        record = {"key": key, **answer}
-                        cache[key] = record
-                        handle.write(json.dumps(record) + "\n")
-                advance(len(batch))
+        for start in range(0, len(todo), step):
+            batch = todo[start : start + step]
+            answers = context.map_sandboxed(_answer, [(problem, text, answer_time_limit(problem, config))
+                                                      for problem, text, _ in batch])
+            with open(cache_path, "a", encoding="utf-8") as handle:
+                for (_, _, key), answer in zip(batch, answers):
+                    record = {"key": key, **answer}
+                    cache[key] = record
+                    handle.write(json.dumps(record) + "\n")
+            advance(len(batch))
     return cache
 
 

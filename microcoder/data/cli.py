@@ -77,9 +77,21 @@ _CONFIG_HELP = "Pipeline config (YAML), e.g. configs/data/shared.yaml."
 _WAIT_LOCK_HELP = PipelineConfig.model_fields["wait_lock"].description.rstrip(".") + " (the config's `wait_lock`)."
 
 
-def _load_pipeline_config(config: Path, no_progress: bool, wait_lock: bool) -> PipelineConfig:
+_ENGINE_HELP = ("Where sandbox runs go: local (this machine's workers) or ray (evaluator actors on a Ray "
+                "cluster, the config's `ray` section); the config's `engine` when not given.")
+_RAY_ADDRESS_HELP = "With --engine ray: the cluster to join (auto, host:port); the config's `ray.address` when not given."
+
+
+def _load_pipeline_config(config: Path, no_progress: bool, wait_lock: bool, engine: str | None = None,
+                          ray_address: str | None = None) -> PipelineConfig:
     try:
         loaded = load_build_config(config)
+        if engine not in (None, "local", "ray"):
+            raise ValueError(f"--engine: choose local or ray, got {engine!r}")
+        if engine is not None:
+            loaded.engine = engine
+        if ray_address is not None:
+            loaded.ray.address = ray_address
     except (OSError, ValueError) as error:
         _fail(error)
     if no_progress:
@@ -108,13 +120,15 @@ def build_command(
     force: bool = typer.Option(False, "--force", help="Rerun every stage even when its manifest matches."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs, CI)."),
     wait_lock: bool = typer.Option(False, "--wait-lock", help=_WAIT_LOCK_HELP),
+    engine: str | None = typer.Option(None, "--engine", help=_ENGINE_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=_RAY_ADDRESS_HELP),
 ) -> None:
     """Run every stage: ingest, validate, dedup, decontaminate, difficulty, export (done stages are skipped)."""
     import time
 
     from microcoder.data.pipeline import build
 
-    loaded = _load_pipeline_config(config, no_progress, wait_lock)
+    loaded = _load_pipeline_config(config, no_progress, wait_lock, engine, ray_address)
     started = time.monotonic()
     with _one_line_errors():
         manifests = build(loaded, force=force, log=typer.echo)
@@ -129,10 +143,12 @@ def _stage_command(stage: str, summary: str):
         force: bool = typer.Option(False, "--force", help="Rerun even when the stage's manifest matches."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs, CI)."),
         wait_lock: bool = typer.Option(False, "--wait-lock", help=_WAIT_LOCK_HELP),
+        engine: str | None = typer.Option(None, "--engine", help=_ENGINE_HELP),
+        ray_address: str | None = typer.Option(None, "--ray-address", help=_RAY_ADDRESS_HELP),
     ) -> None:
         from microcoder.data.pipeline import run_stage
 
-        loaded = _load_pipeline_config(config, no_progress, wait_lock)
+        loaded = _load_pipeline_config(config, no_progress, wait_lock, engine, ray_address)
         with _one_line_errors():
             run_stage(loaded, stage, force=force, log=typer.echo)
 

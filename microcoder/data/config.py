@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -296,6 +296,22 @@ class ExportConfig(Section):
 
 
 
+class RayEngineConfig(Section):
+    """`engine: ray`: where the cluster is and how the sandbox work is cut (ray_engine.py)."""
+
+    address: str | None = None
+    """The cluster to join (`auto`: the one `ray start` runs on this machine; `host:port`;
+    `ray://host:port`); None starts a Ray instance of `workers` CPUs on this machine."""
+    cpus_per_actor: int | None = Field(None, ge=1)
+    """CPUs (and sandbox workers) of each evaluator actor; None: one actor per node holding all its CPUs."""
+    chunk_size: int = Field(16, ge=1)
+    """Samples (validate, difficulty) or generated inputs (amplify) per Ray task."""
+    max_restarts: int = Field(3, ge=0)
+    """Times an evaluator actor whose process died is restarted, its unfinished tasks run again."""
+    start_timeout_s: PositiveNumber = 120.0
+    """Seconds the evaluator actors may take to start (a cluster short of CPUs never starts them)."""
+
+
 with warnings.catch_warnings():
     # `validate` is the stage's name; as a field it hides pydantic v1's deprecated
     # BaseModel.validate, which nothing here calls.
@@ -313,6 +329,10 @@ with warnings.catch_warnings():
         time_limit_s: PositiveNumber = 4.0
         """CPU seconds per test for reference runs (the most a reference may take), and for model
         samples on problems with no limit of their own (judges' limits are set for C++)."""
+        engine: Literal["local", "ray"] = "local"
+        """Where the sandbox work runs: `local`, this machine's `workers`; `ray`, evaluator actors
+        on a Ray cluster (section `ray`; needs the `ray` extra). The outputs are the same."""
+        ray: RayEngineConfig = Field(default_factory=RayEngineConfig)
         progress: bool = True
         """Show a progress bar per stage."""
         wait_lock: bool = False
@@ -326,7 +346,7 @@ with warnings.catch_warnings():
         base_dir: str = "."
         """Folder relative paths resolve against (set by load_build_config)."""
 
-        @field_validator("validate", "dedup", "decontaminate", "amplify", "difficulty", "export", mode="before")
+        @field_validator("validate", "dedup", "decontaminate", "amplify", "difficulty", "export", "ray", mode="before")
         @classmethod
         def _empty_section(cls, value: Any) -> Any:
             """A section left empty in YAML (`dedup:`) takes its defaults."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from microcoder.data.config import PipelineConfig
@@ -114,13 +115,12 @@ def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, contex
     keys = {p.id: sha256_of(identity, p.model_dump(exclude={"metadata", "id"})) for p in problems}
     cache = {record["key"]: record for record in read_json_lines(cache_path)}
     pending = [p for p in problems if keys[p.id] not in cache]
-    generator = context.generator or _model_generator(config)
+    step = max(1, settings.batch_size)
+    calls = [(pending[start : start + step], settings.seed + start) for start in range(0, len(pending), step)]
+    generator = context.generator or _model_generator(config, context)
     with context.progress("difficulty: model pass rate", len(problems)) as advance:
         advance(len(problems) - len(pending))
-        for start in range(0, len(pending), max(1, settings.batch_size)):
-            batch = pending[start : start + settings.batch_size]
-            groups = generator.generate(batch, settings.samples_per_problem, settings.max_new_tokens,
-                                        settings.seed + start)
+        for batch, groups in zip((batch for batch, _ in calls), _generations(generator, calls, settings)):
             samples = [Sample(p.id, response=g.text) for p, group in zip(batch, groups) for g in group]
             results = context.evaluator().evaluate(batch, samples)
             accepted: dict[str, int] = {p.id: 0 for p in batch}
@@ -139,7 +139,31 @@ def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, contex
                                          "rate": record["accepted"] / record["n"]}
 
 
-def _model_generator(config: PipelineConfig):
+def _generations(generator: Any, calls: list[tuple[list[Problem], int]], settings) -> Iterator[list]:
+    """Each batch's responses, in order: one `generate` call per (batch, seed), the seed the
+    batch's own (`seed` + its first row), so a batch is sampled alike wherever it runs. A
+    generator with `generate_batches` (the Ray engine's generation actors) gets them all at
+    once and samples several batches at a time."""
+    n, max_new_tokens = settings.samples_per_problem, settings.max_new_tokens
+    if hasattr(generator, "generate_batches"):
+        yield from generator.generate_batches(calls, n, max_new_tokens)
+        return
+    for batch, seed in calls:
+        yield generator.generate(batch, n, max_new_tokens, seed)
+
+
+def _model_generator(config: PipelineConfig, context: StageContext | None = None):
+    """The pass rate's model: here (`engine: local`), or under `engine: ray` on generation
+    actors of the cluster (ray_engine.RayGenerator: one per GPU, one on CPU without GPUs)."""
+    if context is not None and config.engine == "ray":
+        from microcoder.data.ray_engine import RayGenerator
+
+        context.evaluator()  # joins or starts the cluster
+        return context.keep_open(RayGenerator(config, local_model_generator))
+    return local_model_generator(config)
+
+
+def local_model_generator(config: PipelineConfig):
     from microcoder.policy.generation import ModelGenerator
     from microcoder.policy.model import DEFAULT_MODEL, load_model_and_tokenizer
 

@@ -15,7 +15,8 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,16 +68,43 @@ class StageContext:
         self.generator = generator
         """A `ResponseGenerator` for the difficulty stage; tests inject a fake one."""
         self._evaluator = None
+        self._resources: list[Any] = []
 
     def evaluator(self):
+        """The stages' evaluator, started on first use: this machine's sandbox workers
+        (`engine: local`), or the Ray cluster's evaluator actors (`engine: ray`,
+        ray_engine.RayEvaluator: the same `evaluate`, results in the same order)."""
         if self._evaluator is None:
-            from microcoder.evaluator import Evaluator, EvaluatorConfig
+            if self.config.engine == "ray":
+                from microcoder.data.ray_engine import RayEvaluator
 
-            self._evaluator = Evaluator(EvaluatorConfig(workers=self.config.workers, time_limit_s=self.config.time_limit_s,
-                                                        record_test_cpu=True))
+                self._evaluator = RayEvaluator(self.config)
+            else:
+                from microcoder.evaluator import Evaluator, EvaluatorConfig
+
+                self._evaluator = Evaluator(EvaluatorConfig(workers=self.config.workers,
+                                                            time_limit_s=self.config.time_limit_s, record_test_cpu=True))
         return self._evaluator
 
+    def map_sandboxed(self, function: Callable[..., Any], arguments: Sequence[tuple]) -> list[Any]:
+        """[function(context, *args) for args in arguments], in order: per-item sandbox work
+        (`function` runs programs through `context.evaluator()`). Local: `workers` threads
+        here; Ray: chunks on the evaluator actors, where `context` is the actor's own (so
+        `function` must be a module-level function, found there by name)."""
+        evaluator = self.evaluator()
+        if hasattr(evaluator, "map_sandboxed"):
+            return evaluator.map_sandboxed(function, arguments)
+        with ThreadPoolExecutor(max(1, self.config.workers)) as pool:
+            return list(pool.map(lambda args: function(self, *args), arguments))
+
+    def keep_open(self, resource: Any) -> Any:
+        """`resource`, closed with this context (e.g. a stage's generation actors)."""
+        self._resources.append(resource)
+        return resource
+
     def close(self) -> None:
+        while self._resources:
+            self._resources.pop().close()
         if self._evaluator is not None:
             self._evaluator.close()
             self._evaluator = None
