@@ -293,7 +293,8 @@ def serve(
                                       memory_limit_mb=memory_limit, max_run_timeout_s=max_run_timeout,
                                       client_grace_s=client_grace, upload_timeout_s=upload_timeout,
                                       shutdown_grace_s=shutdown_grace))
-        from microcoder.service.app import UnsupportedUvicorn, run_server  # FastAPI and uvicorn: the `serve` extra
+        from microcoder.service.app import run_server  # FastAPI and uvicorn: the `serve` extra
+        from microcoder.service.uvicorn_hooks import UnsupportedUvicorn
     except ModuleNotFoundError as error:
         console.print(f"[red]error:[/red] {error}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(2) from None

@@ -1003,7 +1003,7 @@ def test_the_stop_signals_are_those_that_would_end_it_but_its_own_faults():
 
 
 def test_serve_refuses_a_uvicorn_other_than_the_one_its_overrides_were_read_against():
-    from microcoder.service.app import UVICORN_VERSION, UnsupportedUvicorn, check_uvicorn_version
+    from microcoder.service.uvicorn_hooks import UVICORN_VERSION, UnsupportedUvicorn, check_uvicorn_version
 
     check_uvicorn_version()  # the pinned release is the one installed
     with pytest.raises(UnsupportedUvicorn, match=f"uvicorn 0.99.0 is installed.*uvicorn=={UVICORN_VERSION}"):
