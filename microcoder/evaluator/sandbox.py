@@ -93,7 +93,7 @@ class SandboxConfig(CommandConfig):
     max_processes: int = Field(64, gt=0)
     """Processes and threads of a run: RLIMIT_NPROC when runs have a uid of their own, and
     pids.max of the worker's cgroup where there is one."""
-    wall_factor: float = Field(3.0, gt=0)
+    wall_factor: float = Field(3.0, ge=0)
     """Wall-clock backstop = wall_factor * time limit + 1 s. Verdicts use CPU time; the
     backstop only catches programs that sleep or block: one still computing then (a tenth
     of a core or more, starved by a loaded host) is waited for until its CPU limit."""
