@@ -1,8 +1,8 @@
-"""Another library's private parts are touched in one room each (docs/STYLE.md, principle 14).
+"""Another library's private parts are touched in one room each (the style guide's principle 14).
 
 Every override of a dependency's internals sits in its hooks module, which states the
 release it was read against and refuses another: TRL's in microcoder/training/trl_hooks.py,
-uvicorn's in microcoder/service/uvicorn_hooks.py, vLLM's in microcoder/policy/vllm_hooks.py.
+uvicorn's in microcoder/service/uvicorn_hooks.py, vLLM's in the policy room's vllm_hooks.py.
 Every other file of the product, its benchmarks and scripts is read with `ast` (code only:
 comments and docstrings may name what the hooks do) for the dependency's private names: an
 underscore attribute of its classes we meet, a name we know to be internal, an import from
