@@ -109,9 +109,9 @@ def judge(evaluator: Evaluator, problems: list[Problem], ids: list[str], texts: 
     reward = EvaluatorReward(counting, problems, max_new_tokens=4096,
                              cache=VerdictCache(DEFAULT_CACHE_ENTRIES) if cached else None)
     start = time.perf_counter()
-    values = reward(prompts=[""] * len(texts), completions=texts, completion_ids=[[0]] * len(texts), problem_id=ids)
+    scored = reward.score(completions=texts, completion_ids=[[0]] * len(texts), problem_id=ids)
     wall = time.perf_counter() - start
-    scored = reward.last
+    values = scored.rewards_for_trl()
     return wall, counting.tests_run, sum(scored.cache_hits) / len(texts), scored.verdicts, values
 
 

@@ -178,7 +178,7 @@ class RolloutProbe:
             return output
 
         model.generate = generate
-        rollout = trainer._generate_and_score_completions
+        rollout = trainer.rollout  # the hook TRL's rollout calls in training (trl_hooks.py)
 
         def timed_rollout(inputs):
             self.current = {}
@@ -191,7 +191,7 @@ class RolloutProbe:
                 self.current = None
             return output
 
-        trainer._generate_and_score_completions = timed_rollout
+        trainer.rollout = timed_rollout
 
 
 class CannedPrograms:
@@ -424,7 +424,7 @@ class PhaseProbe:
             return output
 
         model.generate = generate
-        single_turn = trainer._generate_single_turn
+        single_turn = trainer.sample_rows  # the hook TRL's sampling calls (trl_hooks.py)
 
         def sampling(*args, **kwargs):  # the trainer's sampling, whatever it calls
             floor = self.current.get("sampling floor", 0.0), self.current.get("sampling floor cpu", 0.0)
@@ -434,8 +434,8 @@ class PhaseProbe:
                 time.process_time() - cpu - (self.current.get("sampling floor cpu", 0.0) - floor[1]))
             return output
 
-        trainer._generate_single_turn = sampling
-        logps = trainer._get_per_token_logps_and_entropies
+        trainer.sample_rows = sampling
+        logps = trainer.token_log_probs  # every log-prob pass TRL makes (trl_hooks.py)
 
         def timed_logps(pass_model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs):
             if self.current is None or torch.is_grad_enabled():  # the update's forward, or outside a rollout
@@ -451,8 +451,8 @@ class PhaseProbe:
                 add(name + " floor", time.perf_counter() - start, time.process_time() - cpu)
             return output
 
-        trainer._get_per_token_logps_and_entropies = timed_logps
-        rollout = trainer._generate_and_score_completions
+        trainer.token_log_probs = timed_logps
+        rollout = trainer.rollout
 
         def timed_rollout(inputs):
             self.current = {}
@@ -469,7 +469,7 @@ class PhaseProbe:
             self.current = None
             return output
 
-        trainer._generate_and_score_completions = timed_rollout
+        trainer.rollout = timed_rollout
 
     @staticmethod
     def probe_seconds(step: dict, cpu: bool, rollout_only: bool = False) -> float:
@@ -738,7 +738,7 @@ def compare_vllm(args, problems, evaluator, tmp: Path) -> None:
                 timer = step_timer(config.updates_per_step, tokens)
                 trainer.add_callback(timer)
                 sampling: list[float] = []
-                inner = trainer._generate_single_turn
+                inner = trainer.sample_rows  # the hook TRL's sampling calls (trl_hooks.py)
 
                 def timed(*a, _inner=inner, _sampling=sampling, **kw):
                     start = time.perf_counter()
@@ -746,7 +746,7 @@ def compare_vllm(args, problems, evaluator, tmp: Path) -> None:
                     _sampling.append(time.perf_counter() - start)
                     return output
 
-                trainer._generate_single_turn = timed
+                trainer.sample_rows = timed
                 before = os.getloadavg()[0]
                 with JudgeLoad(args.load_workers) if load == "judge" else contextlib.nullcontext():
                     trainer.train()

@@ -1,23 +1,29 @@
 """The `microcoder` command line. Each command parses its options into the typed config of
-its entry point and calls it; besides that, only the help's defaults (read from those
-configs when the help is shown) live here."""
+its entry point and calls it. The options that set a config's fields are made from the
+config (`config_options`): one declaration per setting, its type, bounds and one-line doc
+in the config; its flag, help and stated default come from there."""
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
+import inspect
 import os
+import types
+import typing
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import ClassVar, Optional
+from typing import Literal, Optional
 
-import click
 import typer
 import yaml
 from rich.console import Console
-from typer.core import TyperCommand
 
+from microcoder.config_files import CommandConfig, ConfigError
 from microcoder.data.cli import data_app
+from microcoder.evaluator.evaluate import EvaluatorConfig
+from microcoder.policy.config import ModelEvalConfig
 from microcoder.problems import ProblemFormatError
+from microcoder.service.config import ServeConfig
+from microcoder.training.probe import ProbeConfig
 
 TRACEBACK_VARIABLE = "MICROCODER_TRACEBACK"
 
@@ -31,51 +37,88 @@ def _fail(console: Console, error: BaseException) -> None:
     raise typer.Exit(2) from None
 
 
-def field_default(config: type, name: str) -> object:
-    """The default of field `name` of a dataclass config."""
-    field = {field.name: field for field in dataclasses.fields(config)}[name]
-    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
-
-
 def shown_default(value: object) -> str:
-    """A default as the help writes it: a sequence comma-separated, anything else as str()."""
+    """A default as the help writes it: a sequence comma-separated, a switch on or off,
+    anything else as str()."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-class ConfigDefaults(TyperCommand):
-    """A command whose options set fields of one config, and whose help states each field's
-    default read from the config itself, so there is nothing to keep in sync.
-
-    Options default to None ("the config's default"), so click has no default to show;
-    when the help is formatted, every option that sets a field with a default other than
-    None, and whose help does not state one in words, gets "[default: X]". The config is
-    imported then, not at start-up (eval-model's pulls in torch)."""
-
-    config: ClassVar[str] = ""
-    """"module:Class" of the config."""
-    fields: ClassVar[dict[str, str]] = {}
-    """Option name -> config field, where the two differ (--time-limit sets time_limit_s)."""
-
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        module, _, name = self.config.partition(":")
-        config = getattr(importlib.import_module(module), name)
-        for param in self.params:
-            field = self.fields.get(param.name, param.name)
-            help_text = getattr(param, "help", None)
-            if param.default is not None or not help_text or "[default:" in help_text \
-                    or field not in {field.name for field in dataclasses.fields(config)}:
-                continue  # click states its own default; prose states one; or no field
-            value = field_default(config, field)
-            if value is not None:
-                stated = f" [default: {shown_default(value)}]"
-                param.help = f"{help_text[:-1]}{stated}." if help_text.endswith(".") else help_text + stated
-        super().format_help(ctx, formatter)
+def option_help(config: type[CommandConfig], name: str) -> str:
+    """A field's docstring as its option's help, with the field's default stated; a field
+    without a docstring is an error here, so every command's help is whole."""
+    info = config.model_fields[name]
+    if not info.description:
+        raise TypeError(f"{config.__name__}.{name} has no docstring: every setting of a command's config needs "
+                        f"one (it is the option's help)")
+    text = " ".join(info.description.split())
+    if info.default is not None:
+        stated = f" [default: {shown_default(info.default)}]"
+        text = f"{text[:-1]}{stated}." if text.endswith(".") else text + stated
+    return text
 
 
-def config_defaults(config: str, **fields: str) -> type[ConfigDefaults]:
-    """The command class whose help states the defaults of `config` ("module:Class");
-    `fields` maps option names to the fields they set where the names differ."""
-    return type(f"ConfigDefaults_{config.rpartition(':')[2]}", (ConfigDefaults,), {"config": config, "fields": fields})
+def option_type(annotation: object) -> tuple[type, bool]:
+    """(the type click parses the option as, whether it repeats) for a field's annotation:
+    X | None is X, a Literal its values' type (the config checks the choice), a tuple a
+    repeatable option whose values may also be comma-separated."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return option_type(next(arg for arg in args if arg is not type(None)))
+    if typing.get_origin(annotation) is Literal:
+        return type(args[0]), False
+    if typing.get_origin(annotation) is tuple:
+        return str, True
+    return annotation, False
+
+
+def config_options(config: type[CommandConfig], flags: dict[str, str] | None = None,
+                   envvars: dict[str, str] | None = None, leave_out: Iterable[str] = ()) -> Callable:
+    """Decorate a command `run(config, **own options)`: its options are its own parameters
+    and one per field of `config` (but `leave_out`), named --field-name (or as `flags`
+    says), with the field's docstring as help and its default stated; each defaults to
+    None, "the config's default". The command then gets `config` built from the options
+    given; a value the config refuses is a one-line error naming the option."""
+    flags, envvars = flags or {}, envvars or {}
+    fields = [name for name in config.model_fields if name not in set(leave_out)]
+
+    def decorate(function: Callable) -> Callable:
+        hints = typing.get_type_hints(function)
+        own = [parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name])
+               for parameter in list(inspect.signature(function).parameters.values())[1:]]
+        made = []
+        for name in fields:
+            parsed, repeated = option_type(config.model_fields[name].annotation)
+            flag = flags.get(name, name.replace("_", "-"))
+            declared = f"--{flag}/--no-{flag}" if parsed is bool else f"--{flag}"
+            option = typer.Option(None, declared, help=option_help(config, name), envvar=envvars.get(name),
+                                  show_default=False)
+            made.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                          annotation=Optional[list[parsed]] if repeated else Optional[parsed]))
+
+        def command(**options):
+            given = {}
+            for name in fields:
+                value = options.pop(name)
+                if value is not None and isinstance(value, list):  # repeated, each maybe comma-separated
+                    value = tuple(item.strip() for text in value for item in text.split(",") if item.strip())
+                if value is not None:
+                    given[name] = value
+            try:
+                built = config(**given)
+            except ConfigError as error:
+                field = str(error).split(" ", 1)[0].rstrip(":").split(".")[0]
+                flag = flags.get(field, field.replace("_", "-"))
+                _fail(Console(), f"--{flag}: {error}" if field in given else error)
+            return function(built, **options)
+
+        command.__signature__ = inspect.Signature([*own, *made])
+        command.__annotations__ = {parameter.name: parameter.annotation for parameter in [*own, *made]}
+        command.__name__, command.__doc__, command.__module__ = function.__name__, function.__doc__, function.__module__
+        return command
+
+    return decorate
 
 
 # rich_markup_mode=None: our help strings state "[default: ...]", which rich markup would swallow as a tag.
@@ -84,76 +127,46 @@ app = typer.Typer(help="microcoder: RL training, evaluation and data for code mo
 app.add_typer(data_app, name="data")
 
 
-@app.command(cls=config_defaults("microcoder.evaluator.evaluate:EvaluatorConfig", time_limit="time_limit_s",
-                                  memory_limit="memory_limit_mb"))
+@app.command()
+@config_options(EvaluatorConfig, flags={"time_limit_s": "time-limit", "memory_limit_mb": "memory-limit"})
 def evaluate(
+    config: EvaluatorConfig,
     problems: Optional[Path] = typer.Option(None, help="Canonical problems JSONL. Omit for the embedded default (HumanEval canonical solutions)."),
     samples: Optional[Path] = typer.Option(None, help='Samples JSONL: {"problem_id", "response"} or {"problem_id", "code"} per line.'),
     out: Path = typer.Option(Path("results.jsonl"), help="Results JSONL, one row per sample; a .summary.json is written beside it."),
-    workers: Optional[int] = typer.Option(None, help="Parallel runs; 0 = one per usable core."),
-    mode: Optional[str] = typer.Option(None, help="robust (our rules) or strict (LiveCodeBench's rules)."),
-    all_tests: bool = typer.Option(False, "--all-tests", help="Run every test, not stopping at the first failure."),
-    time_limit: Optional[float] = typer.Option(None, help="CPU seconds per test when a problem sets none (a problem's time_limit_s, e.g. from its reference solution, wins)."),
-    time_limit_scale: Optional[float] = typer.Option(None, help="Multiply every test's CPU limit (the problem's or --time-limit) by this, e.g. 2 on a machine twice as slow as the one the limits were measured on."),
-    memory_limit: Optional[int] = typer.Option(None, help="MiB of address space per test when a problem sets none."),
     resume: bool = typer.Option(False, "--resume", help="Keep rows already in --out; judge only the rest."),
 ) -> None:
     """Run model-written programs against tests in the sandbox and judge them."""
     from microcoder.data.loaders import humaneval_reference_samples
     from microcoder.evaluator.command import EvaluateJob, run_evaluate
-    from microcoder.evaluator.evaluate import EvaluatorConfig
 
     console = Console()
     try:
-        config = EvaluatorConfig(all_tests=all_tests, **_given(workers=workers, mode=mode, time_limit_s=time_limit,
-                                                              time_limit_scale=time_limit_scale, memory_limit_mb=memory_limit))
         run_evaluate(EvaluateJob(problems, samples, out, resume, config), console, default=humaneval_reference_samples)
     except (ProblemFormatError, ValueError, FileNotFoundError, KeyError) as error:
         _fail(console, error)
 
 
-def _given(**options) -> dict:
-    """The options the user set (None means: the config's default)."""
-    return {key: value for key, value in options.items() if value is not None}
-
-
-@app.command("eval-model", cls=config_defaults("microcoder.policy.evaluation:ModelEvalConfig"))
+@app.command("eval-model")
+@config_options(ModelEvalConfig)
 def eval_model(
-    model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
-    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (held-out default problems)."),
-    n: Optional[int] = typer.Option(None, help="Samples per problem; pass@1 is estimated from all n."),
-    max_new_tokens: Optional[list[int]] = typer.Option(None, help="Response-length limit; repeat for several (sampled once at the largest)."),
-    temperature: Optional[float] = typer.Option(None, help="Sampling temperature."),
-    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling mass."),
-    out: Optional[Path] = typer.Option(None, help="Output directory; run again to resume it."),
-    seed: Optional[int] = typer.Option(None, help="Sampling seed."),
-    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split."),
-    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch."),
-    workers: Optional[int] = typer.Option(None, help="Evaluator parallel runs; 0 = one per core."),
-    backend: Optional[str] = typer.Option(None, help="Generation backend: auto, hf or vllm."),
-    since: Optional[str] = typer.Option(None, help="Keep problems dated on or after this day, YYYY-MM-DD (LiveCodeBench: the contest date)."),
-    until: Optional[str] = typer.Option(None, help="Keep problems dated on or before this day, YYYY-MM-DD."),
+    config: ModelEvalConfig,
     window: Optional[str] = typer.Option(None, help="A named LiveCodeBench window for --since/--until: v2 ... v6 (what that release added; v6 is 2025-02-01 .. 2025-04-30) or release_v1 ... release_v6 (docs/evaluation.md)."),
-    strict_judge: Optional[bool] = typer.Option(None, "--strict-judge/--no-strict-judge", help="Also judge by LiveCodeBench's rules and print both judges' pass@1 side by side."),
 ) -> None:
     """Sample n responses per problem from a model, judge them, and report pass@1 overall, by
     source and by difficulty. (`microcoder evaluate` judges samples you already have.)
     --problems may be a LiveCodeBench release file (code_generation_lite, .jsonl or .parquet)."""
     from microcoder.data.livecodebench import is_release_file, window_dates
     from microcoder.data.loaders import load_problems
-    from microcoder.policy.evaluation import ModelEvalConfig, evaluate_model
+    from microcoder.policy.evaluation import evaluate_model
 
     console = Console()
     try:
         if window is not None:
-            if since is not None or until is not None:
+            if config.since is not None or config.until is not None:
                 raise ValueError("give --window or --since/--until, not both")
             since, until = window_dates(window)
-        config = ModelEvalConfig(**_given(model=model, problems=problems, n=n, temperature=temperature, top_p=top_p,
-                                     out=out, seed=seed, problems_seed=problems_seed, batch_size=batch_size,
-                                     workers=workers, backend=backend, since=since, until=until,
-                                     strict_judge=strict_judge,
-                                     max_new_tokens=tuple(max_new_tokens) if max_new_tokens else None))
+            config = config.replaced(since=since, until=until)
         release = None
         if Path(config.problems).is_file() and is_release_file(Path(config.problems)):
             release, rejects = load_problems(config.problems, "livecodebench_release")
@@ -181,21 +194,11 @@ def plot(
     console.print(f"wrote {written}")
 
 
-@app.command("temperature-probe", cls=config_defaults("microcoder.training.probe:ProbeConfig"))
+@app.command("temperature-probe")
+@config_options(ProbeConfig)
 def temperature_probe(
-    model: Optional[str] = typer.Option(None, help="Checkpoint directory or hub id [default: the embedded SmolLM2-135M-Instruct]."),
-    problems: Optional[str] = typer.Option(None, help="Canonical problems JSONL, or 'default' (training default problems)."),
-    temperatures: Optional[str] = typer.Option(None, help="Comma-separated candidates."),
-    n: Optional[int] = typer.Option(None, help="Responses per prompt."),
-    num_prompts: Optional[int] = typer.Option(None, help="Probe prompts sampled from the problems."),
-    max_new_tokens: Optional[int] = typer.Option(None, help="Response-length limit [default: the training config's]."),
-    target_diversity: Optional[float] = typer.Option(None, help="Diversity training is expected to converge to. Without it or --target-from the probe only measures and chooses nothing (exit 1)."),
+    config: ProbeConfig,
     target_from: Optional[Path] = typer.Option(None, help="Take the target from a pilot run: mean diversity of the last quarter of its logged steps."),
-    max_spread: Optional[float] = typer.Option(None, help="Refuse a T whose per-prompt diversities have a std above this."),
-    max_diversity: Optional[float] = typer.Option(None, help="Refuse a T whose mean diversity is above this: noise."),
-    seed: Optional[int] = typer.Option(None, help="Seed of the prompt sample and of sampling."),
-    problems_seed: Optional[int] = typer.Option(None, help="With --problems default: the training run's seed, which chose the split."),
-    batch_size: Optional[int] = typer.Option(None, help="Sequences per generation batch."),
     out: Optional[Path] = typer.Option(None, help="Also write the report as JSON here."),
     write_config: Optional[Path] = typer.Option(None, help="When a T is chosen, write a training config here (for microcoder train --config): the base config with temperature_stages [[0, T]], staged. Must not exist."),
     base_config: Optional[Path] = typer.Option(None, help="Base of --write-config [default: the built-in training defaults]."),
@@ -204,12 +207,11 @@ def temperature_probe(
 
     A target diversity (--target-from a pilot run, or --target-diversity) decides; without one, nothing is chosen."""
     from microcoder.training.config import load_config
-    from microcoder.training.probe import (ProbeConfig, check_config_destination, run_probe, target_from_run,
-                                           write_training_config)
+    from microcoder.training.probe import check_config_destination, run_probe, target_from_run, write_training_config
 
     console = Console()
     try:
-        if target_diversity is not None and target_from is not None:
+        if config.target_diversity is not None and target_from is not None:
             raise ValueError("give --target-diversity or --target-from, not both")
         if base_config is not None and write_config is None:
             raise ValueError("--base-config is the base of --write-config; give --write-config too")
@@ -217,13 +219,8 @@ def temperature_probe(
             check_config_destination(write_config)
             load_config(base_config)
         if target_from is not None:
-            target_diversity = target_from_run(target_from)
-            console.print(f"target diversity {target_diversity:.3f}, from {target_from}")
-        parsed = tuple(float(value) for value in temperatures.split(",") if value.strip()) if temperatures else None
-        config = ProbeConfig(**_given(model=model, problems=problems, temperatures=parsed, n=n, num_prompts=num_prompts,
-                                      max_new_tokens=max_new_tokens, target_diversity=target_diversity,
-                                      max_spread=max_spread, max_diversity=max_diversity, seed=seed,
-                                      problems_seed=problems_seed, batch_size=batch_size))
+            config = config.replaced(target_diversity=target_from_run(target_from))
+            console.print(f"target diversity {config.target_diversity:.3f}, from {target_from}")
         report = run_probe(config, console)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError) as error:
         _fail(console, error)
@@ -263,42 +260,20 @@ def train(
         _fail(console, error)
 
 
-@app.command(cls=config_defaults("microcoder.service.config:ServeConfig", time_limit="time_limit_s",
-                                  memory_limit="memory_limit_mb", max_run_timeout="max_run_timeout_s",
-                                  client_grace="client_grace_s", upload_timeout="upload_timeout_s",
-                                  shutdown_grace="shutdown_grace_s"))
-def serve(
-    host: Optional[str] = typer.Option(None, help="Address to listen on; 0.0.0.0 for every interface (then set --token)."),
-    port: Optional[int] = typer.Option(None, help="TCP port; 0 picks a free one (printed at start)."),
-    workers: Optional[int] = typer.Option(None, help="Sandbox workers (parallel runs); 0 = one per usable core."),
-    token: Optional[str] = typer.Option(None, envvar="MICROCODER_SERVE_TOKEN", help="Require 'Authorization: Bearer TOKEN' on /run_code and /evaluate (or set MICROCODER_SERVE_TOKEN, which keeps it out of the process list)."),
-    problems: Optional[Path] = typer.Option(None, help="Canonical problems JSONL loaded at start; /evaluate samples may name its ids."),
-    mode: Optional[str] = typer.Option(None, help="/evaluate's comparison rules when a request names none: robust or strict."),
-    queue_limit: Optional[int] = typer.Option(None, help="Runs plus samples admitted at once (running or waiting); past it requests get 503."),
-    max_body_mb: Optional[float] = typer.Option(None, help="Largest request body in MiB; more is 413."),
-    time_limit: Optional[float] = typer.Option(None, help="CPU seconds per test for problems that set none."),
-    memory_limit: Optional[int] = typer.Option(None, help="MiB per run for problems that set none and for /run_code's memory_limit_MB -1."),
-    max_run_timeout: Optional[float] = typer.Option(None, help="Largest run_timeout /run_code accepts, in seconds."),
-    client_grace: Optional[float] = typer.Option(None, help="Seconds a /run_code client waits beyond compile_timeout + run_timeout (verl: 10); each answer comes 1 s before that budget ends."),
-    upload_timeout: Optional[float] = typer.Option(None, help="Seconds a request body may take to arrive; a slower upload is 408."),
-    shutdown_grace: Optional[float] = typer.Option(None, help="Seconds requests in progress get to finish after a stop signal (SIGTERM, SIGINT, SIGHUP, ...); then they are answered 503."),
-) -> None:
+@app.command()
+@config_options(ServeConfig, flags={"time_limit_s": "time-limit", "memory_limit_mb": "memory-limit",
+                                    "max_run_timeout_s": "max-run-timeout", "client_grace_s": "client-grace",
+                                    "upload_timeout_s": "upload-timeout", "shutdown_grace_s": "shutdown-grace"},
+                envvars={"token": "MICROCODER_SERVE_TOKEN"})
+def serve(config: ServeConfig) -> None:
     """Serve the evaluator over HTTP: SandboxFusion's /run_code, /evaluate (streamed result rows), /health."""
-    from microcoder.service.config import ServeConfig
-
     console = Console()
     try:
-        config = ServeConfig(**_given(host=host, port=port, workers=workers, token=token, problems=problems, mode=mode,
-                                      queue_limit=queue_limit, max_body_mb=max_body_mb, time_limit_s=time_limit,
-                                      memory_limit_mb=memory_limit, max_run_timeout_s=max_run_timeout,
-                                      client_grace_s=client_grace, upload_timeout_s=upload_timeout,
-                                      shutdown_grace_s=shutdown_grace))
-        from microcoder.service.app import UnsupportedUvicorn, run_server  # FastAPI and uvicorn: the `serve` extra
+        from microcoder.service.app import run_server  # FastAPI and uvicorn: the `serve` extra
+        from microcoder.service.uvicorn_hooks import UnsupportedUvicorn
     except ModuleNotFoundError as error:
         console.print(f"[red]error:[/red] {error}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(2) from None
-    except (ValueError, OSError) as error:  # an option the config refuses
-        _fail(console, error)
     try:
         run_server(config)
     except (ProblemFormatError, ValueError, FileNotFoundError, OSError, UnsupportedUvicorn) as error:
@@ -320,7 +295,7 @@ def experiment_run(
                                  "cores / N threads; its output goes to <arm>/seed-<k>.train.log."),
     var: list[str] = typer.Option(None, "--var", help="NAME=NUMBER: replace one of the spec's vars (e.g. L=4096 "
                                   "for the generation limit the arms derive their lengths from)."),
-    restore: list[Path] = typer.Option(None, "--restore", help="Published grids (a `report --docs` data folder, "
+    restore: list[Path] = typer.Option(None, "--restore", help="Published grids (a `report --record` data folder, "
                                        "e.g. results/experiments/data; repeatable) to take finished runs with the "
                                        "same config from where ROOT lacks them, e.g. on a fresh clone."),
     require_per_problem: bool = typer.Option(False, "--require-per-problem", help="With --restore: take only "
@@ -347,17 +322,18 @@ def experiment_run(
 @experiment_app.command("report")
 def experiment_report(
     root: Path = typer.Argument(Path("runs/experiments"), help="A grid folder, or a folder of grids."),
-    docs: Path = typer.Option(None, "--docs", help="Also publish each grid into this record (e.g. results/experiments): "
-                              "DOCS/<spec>.png, DOCS/data/<spec>/ (spec and per-run metrics, no checkpoints), the "
-                              "verdict table and numbers block of DOCS/<spec>.md, and the summary of DOCS/README.md "
-                              "(the count of verdicts and the table). Publishing writes nothing outside DOCS."),
+    record: Path = typer.Option(None, "--record", help="Also publish each grid into this record (e.g. "
+                                "results/experiments): RECORD/<spec>.png, RECORD/data/<spec>/ (spec and per-run "
+                                "metrics, no checkpoints), the verdict table and numbers block of RECORD/<spec>.md, "
+                                "and the summary of RECORD/README.md (the count of verdicts and the table). "
+                                "Publishing writes nothing outside RECORD."),
 ) -> None:
     """Per grid: the findings' verdicts by the stated rule (printed), figure.png (mean and band over
-    seeds, one colour per arm) and report.md (verdicts and numbers); with --docs, the record's only writer."""
+    seeds, one colour per arm) and report.md (verdicts and numbers); with --record, the record's only writer."""
     from microcoder.experiments.report import report_all
 
     try:
-        for figure, report in report_all(root, docs):
+        for figure, report in report_all(root, record):
             text = report.read_text(encoding="utf-8")
             print(text.split("\n## Numbers\n", 1)[0].rstrip())
             print(f"\n{figure}\n{report}\n")

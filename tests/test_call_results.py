@@ -10,7 +10,7 @@ from microcoder.evaluator import Evaluator, EvaluatorConfig, compare
 from microcoder.problems import Checker, ProblemFormatError, parse_problem
 from tests.helpers import call_problem
 
-ZYGOTE = Path(compare.__file__).with_name("_zygote.py")
+WORKER_CHILD = Path(compare.__file__).with_name("_zygote_child.py")  # the sandbox worker's child
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def verdicts(evaluator, problem, code):
 
 def test_the_worker_and_the_judge_agree_on_the_set_tag():
     # The worker imports nothing of ours, so the tag is written twice; read it from there.
-    written = re.search(r'^SET_TAG = "(.*)"$', ZYGOTE.read_text(), re.MULTILINE).group(1)
+    written = re.search(r'^SET_TAG = "(.*)"$', WORKER_CHILD.read_text(), re.MULTILINE).group(1)
     assert written.encode().decode("unicode_escape") == compare.SET_TAG
 
 

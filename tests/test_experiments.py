@@ -329,7 +329,7 @@ def test_publishing_counts_the_verdicts_in_the_records_summary_and_writes_nothin
     # A repository README two folders above the record, with the block the report once rewrote there.
     (tmp_path / ".git").mkdir()
     front = tmp_path / "README.md"
-    written = ("# x\n<!-- COUNTS: written by `microcoder experiment report --docs results/experiments`; edits here "
+    written = ("# x\n<!-- COUNTS: written by `microcoder experiment report --record results/experiments`; edits here "
                "are lost -->\nstale\n<!-- /COUNTS -->\nkept\n")
     front.write_text(written)
     docs = tmp_path / "results" / "experiments"
@@ -1059,7 +1059,8 @@ def test_the_record_says_what_was_decided_after_the_data_and_the_front_readme_ag
                   if any(finding.get("confound") for finding in yaml.safe_load(path.read_text()).get("findings", []))}
     assert confounded and all(any(f"`confound:` on {name}'s" in row for row in rows) for name in confounded)
     assert any("2 SE" in row and "t test" in row for row in rows)
-    front = " ".join((DOCS.parents[1] / "README.md").read_text().split())
+    # the front page and the table of headlines it links (results/README.md)
+    front = " ".join(((DOCS.parents[1] / "README.md").read_text() + (DOCS.parent / "README.md").read_text()).split())
     default_run = " ".join((DOCS.parents[1] / "results" / "default_run.md").read_text().split())
     for text in (front, default_run):
         quotes = list(re.finditer(r"p (= )?0\.037", text))
@@ -1079,7 +1080,7 @@ def test_the_detectable_effects_and_powers_quoted_are_the_reports():
 
     rows = published_rows(DOCS / "data")
     readme = GENERATED.sub("", (DOCS / "README.md").read_text())
-    front = GENERATED.sub("", (DOCS.parents[1] / "README.md").read_text())
+    front = GENERATED.sub("", (DOCS.parents[1] / "README.md").read_text() + (DOCS.parent / "README.md").read_text())
     cost_table = readme.split("\n| spec | arms x seeds", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
     table = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in cost_table}
     for name, quoted in table.items():

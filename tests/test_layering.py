@@ -45,8 +45,10 @@ APART = {
 KEPT = {}
 """(importer, imported) -> why an import against the order is kept. None at present."""
 
-SELF_CONTAINED = ("microcoder.evaluator._zygote",)
-"""Modules that import nothing of ours: the sandbox worker runs beside untrusted code."""
+SELF_CONTAINED = tuple(f"microcoder.evaluator.{name}" for name in (
+    "_zygote", "_zygote_confinement", "_zygote_program", "_zygote_child", "_zygote_serve", "_wire", "_livecodebench"))
+"""Modules that import nothing of ours: the sandbox worker and the files it loads by path,
+which run beside untrusted code."""
 
 
 def module_files(*packages: Path) -> dict[str, Path]:
@@ -160,6 +162,23 @@ def test_no_files_import_each_other():
 def test_the_sandbox_worker_imports_nothing_of_ours():
     graph = import_graph()
     assert {name: sorted(graph[name]) for name in SELF_CONTAINED} == {name: [] for name in SELF_CONTAINED}
+
+
+def test_the_sandbox_worker_loads_only_its_own_files_by_path():
+    # The worker puts its folder on the path and imports its rooms by bare name; any other
+    # file of the evaluator's folder it named so would bring in the package's code.
+    evaluator = PACKAGE / "evaluator"
+    siblings = {path.stem for path in evaluator.glob("*.py")}
+    worker_files = {name.rpartition(".")[2] for name in SELF_CONTAINED}
+    loaded = {}
+    for name in worker_files:
+        tree = ast.parse((evaluator / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            loaded.setdefault(name, set()).update(target for target in names if target in siblings)
+    assert {name: sorted(found - worker_files) for name, found in loaded.items()} == {name: [] for name in worker_files}
+    assert {"_zygote_confinement", "_zygote_program", "_zygote_child", "_zygote_serve"} <= loaded["_zygote"]
 
 
 def test_benchmarks_are_read_and_nothing_of_ours_imports_them():

@@ -123,7 +123,7 @@ def test_health_needs_no_token_and_reports_the_pool(server):
     status, _, body = server.request("GET", "/health", token=None)
     assert status == 200
     assert body["status"] == "ok" and body["workers"] == 2 and body["problems"] == 2
-    assert body["admitted"] == 0 and body["queue_limit"] == ServeConfig.queue_limit
+    assert body["admitted"] == 0 and body["queue_limit"] == ServeConfig().queue_limit
 
 
 def verl_payload(code: str, stdin: str | None = None, run_timeout: float = 5, memory: int = 1024) -> dict:
@@ -1003,7 +1003,7 @@ def test_the_stop_signals_are_those_that_would_end_it_but_its_own_faults():
 
 
 def test_serve_refuses_a_uvicorn_other_than_the_one_its_overrides_were_read_against():
-    from microcoder.service.app import UVICORN_VERSION, UnsupportedUvicorn, check_uvicorn_version
+    from microcoder.service.uvicorn_hooks import UVICORN_VERSION, UnsupportedUvicorn, check_uvicorn_version
 
     check_uvicorn_version()  # the pinned release is the one installed
     with pytest.raises(UnsupportedUvicorn, match=f"uvicorn 0.99.0 is installed.*uvicorn=={UVICORN_VERSION}"):
@@ -1080,5 +1080,6 @@ def test_a_client_gone_mid_upload_is_one_line_in_the_log(tmp_path):
 @pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf")])
 def test_serve_refuses_a_limit_that_is_not_positive_and_finite(field, value):
     # nan compares false with every run_timeout, so a nan max_run_timeout_s would accept any
-    with pytest.raises(ValueError, match=f"{field} must be positive and finite"):
+    rule = "positive" if field == "queue_limit" else "positive and finite"  # a count is finite as it is an int
+    with pytest.raises(ValueError, match=f"{field} must be {rule}, got"):
         ServeConfig(**{field: value})

@@ -69,9 +69,8 @@ def responses(tokenizer):
 def score(trainer, cases):
     ids = [case[1] for case in cases]
     problem_ids = ["tiny/add-0"] * 4 + ["tiny/add-1"] * 4
-    rewards = trainer.reward(prompts=[""] * 8, completions=[case[0] for case in cases], completion_ids=ids,
-                             problem_id=problem_ids)
-    return rewards, trainer.reward.last
+    scored = trainer.reward.score(completions=[case[0] for case in cases], completion_ids=ids, problem_id=problem_ids)
+    return scored.rewards_for_trl(), scored
 
 
 def test_rho_one_masks_exactly_the_truncated_non_incorrect_non_repetitive(tmp_path, evaluator):
@@ -165,10 +164,10 @@ def test_a_program_before_a_cut_off_example_is_judged(tmp_path, evaluator):
     right, wrong = cut(GOOD), cut(GOOD.replace("a + b", "a * b"))
     assert right[0].count("```") == 3  # two complete fences and one left open
     cases = [right, wrong, right, wrong]
-    rewards = trainer.reward(prompts=[""] * 4, completions=[text for text, _ in cases],
-                             completion_ids=[ids for _, ids in cases], problem_id=["tiny/add-0"] * 4)
-    assert trainer.reward.last.verdicts == ["accepted", "wrong_answer"] * 2 and rewards == [1.0, 0.0] * 2
-    decided = trainer.compute_advantages(trainer.reward.last)
+    scored = trainer.reward.score(completions=[text for text, _ in cases], completion_ids=[ids for _, ids in cases],
+                                  problem_id=["tiny/add-0"] * 4)
+    assert scored.verdicts == ["accepted", "wrong_answer"] * 2 and scored.rewards == [1.0, 0.0] * 2
+    decided = trainer.compute_advantages(scored)
     assert decided.mask.keep.tolist() == [0.0, 1.0, 0.0, 1.0]  # the right ones masked, the wrong keep -1
     assert (decided.advantages[[1, 3]] < 0).all()
 
@@ -181,9 +180,13 @@ def test_a_judge_error_is_unscorable_and_out_of_its_groups_baseline(tmp_path, ev
     train, heldout = tiny_problems()
     trainer = build_trainer(config, tmp_path, problems=(train + [broken], heldout), evaluator=evaluator)
     eos = trainer.processing_class.eos_token_id
+    problem_ids = ["tiny/add-0", "tiny/add-0", "tiny/add-0", "tiny/broken"]
+    scored = trainer.reward.score(completions=[GOOD] * 4, completion_ids=[[1, eos]] * 4, problem_id=problem_ids)
+    assert scored.verdicts == ["accepted"] * 3 + ["judge_error"]
+    # as TRL calls a reward function (its own evaluation loop): None for the unscorable response
     rewards = trainer.reward(prompts=[""] * 4, completions=[GOOD] * 4, completion_ids=[[1, eos]] * 4,
-                             problem_id=["tiny/add-0", "tiny/add-0", "tiny/add-0", "tiny/broken"])
-    assert trainer.reward.last.verdicts == ["accepted"] * 3 + ["judge_error"] and rewards == [1.0] * 3 + [None]
+                             problem_id=problem_ids)
+    assert rewards == [1.0] * 3 + [None]
     # Group [1, 0, 0, judge error]: the baseline of [1, 0, 0] (hand-derived in
     # tests/test_algorithms_advantages.py: +1.1547, -0.5774, -0.5774) and 0 for the judge error.
     scored = ScoredBatch(verdicts=["accepted", "wrong_answer", "wrong_answer", "judge_error"],

@@ -42,13 +42,13 @@ def log_prob_passes(monkeypatch):
     from microcoder.training.trainer import MicroCoderTrainer
 
     passes = []
-    inner = MicroCoderTrainer._get_per_token_logps_and_entropies
+    inner = MicroCoderTrainer.token_log_probs  # every pass, TRL's and the update's (trl_hooks.py)
 
     def counting(self, *args, **kwargs):
         passes.append("update" if torch.is_grad_enabled() else "rollout")
         return inner(self, *args, **kwargs)
 
-    monkeypatch.setattr(MicroCoderTrainer, "_get_per_token_logps_and_entropies", counting)
+    monkeypatch.setattr(MicroCoderTrainer, "token_log_probs", counting)
     return passes
 
 
@@ -142,9 +142,9 @@ def test_refilled_rows_stay_aligned_with_their_verdicts(tmp_path):
     sample_and_score = trainer.sample_and_score
 
     def recording(inputs):
-        output = sample_and_score(inputs)
-        rounds.append(trainer.reward.last)
-        return output
+        output, scored = sample_and_score(inputs)
+        rounds.append(scored)
+        return output, scored
 
     trainer.sample_and_score = recording
     output = trainer._generate_and_score_completions(trainer.draw_prompts(2))

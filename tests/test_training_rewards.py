@@ -58,9 +58,9 @@ def make_trainer(tmp_path, evaluator, *overrides, problems=None):
 
 def score(trainer, programs, problem_id="tiny/add-0"):
     eos = trainer.processing_class.eos_token_id
-    rewards = trainer.reward(prompts=[""] * len(programs), completions=list(programs),
-                             completion_ids=[[1, eos]] * len(programs), problem_id=[problem_id] * len(programs))
-    return rewards, trainer.reward.last
+    scored = trainer.reward.score(completions=list(programs), completion_ids=[[1, eos]] * len(programs),
+                                  problem_id=[problem_id] * len(programs))
+    return scored.rewards_for_trl(), scored
 
 
 @pytest.mark.parametrize("mode, expected", [
@@ -103,9 +103,9 @@ def test_the_truncation_mask_reads_verdicts_under_every_mode(tmp_path, evaluator
                                "truncation_mask_rho=1.0", "max_new_tokens=8")
         cut = list(range(5, 13))  # 8 tokens, no EOS at the limit: truncated, and not a loop
         eos = trainer.processing_class.eos_token_id
-        trainer.reward(prompts=[""] * 4, completions=[FIRST_ONLY, "```python\ndef add(a, b):", RIGHT, WRONG],
-                       completion_ids=[cut, cut, [1, eos], [1, eos]], problem_id=["tiny/add-0"] * 4)
-        decided = trainer.compute_advantages(trainer.reward.last)
+        scored = trainer.reward.score(completions=[FIRST_ONLY, "```python\ndef add(a, b):", RIGHT, WRONG],
+                                      completion_ids=[cut, cut, [1, eos], [1, eos]], problem_id=["tiny/add-0"] * 4)
+        decided = trainer.compute_advantages(scored)
         qualifying[mode] = decided.mask.qualifying.tolist()
     assert qualifying["binary"] == qualifying["fraction"] == [False, True, False, False]
 

@@ -58,7 +58,7 @@ def trainer(tmp_path_factory):
 @pytest.fixture(scope="module")
 def prepared(trainer):
     """One generation batch through TRL's `_prepare_inputs`, our rollout's and TRL's rollout's
-    outputs recorded on the way: {"rollout": ..., "trl": ..., "micro_batch": ..., "rows": ...}."""
+    outputs recorded on the way: {"rollout": ..., "trl": ..., "scored": ..., "micro_batch": ..., "rows": ...}."""
     seen = {}
     rollout, trl_rollout = trainer.rollout, trainer.trl_rollout
 
@@ -68,9 +68,9 @@ def prepared(trainer):
         return seen["rollout"]
 
     def recording_trl_rollout(inputs):
-        seen["trl"] = {key: value.clone() if torch.is_tensor(value) else value
-                       for key, value in trl_rollout(inputs).items()}
-        return seen["trl"]
+        output, seen["scored"] = trl_rollout(inputs)
+        seen["trl"] = {key: value.clone() if torch.is_tensor(value) else value for key, value in output.items()}
+        return output, seen["scored"]
 
     trainer.rollout, trainer.trl_rollout = recording_rollout, recording_trl_rollout
     try:
@@ -117,6 +117,38 @@ def test_trls_loop_trains_on_our_rollout_built_from_trls(prepared):
                                                                                     ours["advantages"])}
     assert all((tuple(ids.tolist()), advantage.item()) in ours_rows
                for ids, advantage in zip(micro_batch["completion_ids"], micro_batch["advantages"]))
+
+
+def test_trls_reward_call_is_our_score_and_the_scored_batch_comes_back_with_its_rollout(prepared):
+    # _calculate_rewards: TRL's rollout calls it with the decoded process-local responses and
+    # takes one reward column per reward function from it, gathered over processes; ours
+    # scores them (`score`) and `trl_rollout` returns that scored batch beside TRL's output.
+    assert parameters(GRPOTrainer._calculate_rewards) == [
+        "self", "inputs", "prompts", "completions", "completion_ids_list"]
+    scored, theirs = prepared["scored"], prepared["trl"]
+    assert len(scored.verdicts) == len(scored.rewards) == 8
+    for ids, row in zip(scored.completion_ids, theirs["completion_ids"], strict=True):  # TRL's rows, in its order
+        assert ids and ids == row[:len(ids)].tolist()
+    # TRL's advantages were computed from the handed-over rewards: group-centred, scaled per group.
+    rewards = torch.tensor(scored.rewards).view(2, 4)
+    centred = (rewards - rewards.nanmean(dim=1, keepdim=True)).flatten()
+    assert torch.equal(torch.sign(theirs["advantages"]), torch.sign(torch.nan_to_num(centred)))
+
+
+def test_the_methods_the_hooks_hand_over_to_are_declared_abstract():
+    from microcoder.training.trainer import MicroCoderTrainer
+    from microcoder.training.trl_hooks import TRLHooks
+
+    declared = {"rollout", "score", "sample_rows", "completion_log_probs", "policy_loss", "save_own_state",
+                "load_own_state"}
+    assert TRLHooks.__abstractmethods__ == declared and not MicroCoderTrainer.__abstractmethods__
+    assert declared <= set(re.findall(r"self\.(\w+)\(", inspect.getsource(TRLHooks)))  # each one a hook calls
+
+    class WithoutScore(TRLHooks):  # pragma: no cover - never built
+        rollout = sample_rows = completion_log_probs = policy_loss = save_own_state = load_own_state = None
+
+    with pytest.raises(TypeError, match="abstract method.*score"):
+        WithoutScore(model=None, reward_funcs=[], args=None, train_dataset=None, processing_class=None)
 
 
 def test_trl_samples_each_chunk_through_the_swapped_generate(trainer, monkeypatch):

@@ -76,7 +76,7 @@ class VerdictCache:
 
     def key(self, evaluator: Evaluator, problem: Problem, code: str) -> bytes:
         """The key of judging `code` against `problem` with `evaluator`'s settings."""
-        settings = dataclasses.asdict(evaluator.config)
+        settings = evaluator.config.model_dump(mode="json")
         settings.pop("workers")  # how many runs at once: no run's outcome depends on it
         digest = hashlib.blake2b(digest_size=16)
         digest.update(self._problem_digest(problem))

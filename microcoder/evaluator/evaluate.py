@@ -8,21 +8,24 @@ sandbox; comparisons happen here, so expected outputs never reach a candidate's 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Annotated
+
+from pydantic import Field
 
 from microcoder.algorithms.pass_at_k import mean_pass_at_k
-from microcoder.evaluator.compare import JUDGE_MODES, JudgeMode, judge_call, judge_stdout, loads_like_livecodebench
+from microcoder.config_files import CommandConfig
+from microcoder.evaluator.compare import JudgeMode, judge_call, judge_stdout, loads_like_livecodebench
 from microcoder.evaluator.extract import extract_code
 from microcoder.evaluator.isolation import Isolation
 from microcoder.evaluator.sandbox import (DEFAULT_MEMORY_LIMIT_MB, DEFAULT_OUTPUT_LIMIT_MB, DEFAULT_TIME_LIMIT_S, ProgramRun,
                                          Sandbox, SandboxConfig)
-from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl, time_limit_error
+from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl
 
 VERDICTS = (
     "accepted",
@@ -55,38 +58,33 @@ _sys.stdout.write("1" if check(_case["input"], _case["expected"], _case["got"]) 
 """
 
 
-@dataclass(frozen=True)
-class EvaluatorConfig:
+TimeLimit = Annotated[float, Field(gt=0, strict=True)]
+"""Seconds of CPU per test, or a factor on them: a positive, finite number (not a bool or a
+string), as a problem's own `time_limit_s` (problems.time_limit_error)."""
+
+
+class EvaluatorConfig(CommandConfig):
     """How samples are judged. One config for the `evaluate` entry point."""
 
-    workers: int = 0
-    """Parallel runs; 0 means one per usable core."""
+    workers: int = Field(0, ge=0)
+    """Parallel runs; 0 = one per usable core."""
     mode: JudgeMode = "robust"
-    """`robust`: our comparison rules; `strict`: LiveCodeBench's, for side-by-side numbers."""
+    """Comparison rules: robust (ours) or strict (LiveCodeBench's, for side-by-side numbers)."""
     all_tests: bool = False
-    """Run every test even after one fails (slower; gives exact tests_passed)."""
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S
-    """CPU seconds per test when the problem sets none (`Problem.time_limit_s` wins)."""
-    time_limit_scale: float = 1.0
-    """Every test's CPU limit (the problem's, else `time_limit_s`) is multiplied by this:
-    > 1 on a machine slower than the one the problems' limits were measured on."""
-    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
-    """Address-space limit per test when the problem sets none."""
-    output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB
-    """stdout cap per test; more is `output_limit_exceeded`."""
+    """Run every test, not stopping at the first failure (slower; gives exact tests_passed)."""
+    time_limit_s: TimeLimit = DEFAULT_TIME_LIMIT_S
+    """CPU seconds per test when a problem sets none (a problem's time_limit_s, e.g. from its reference solution, wins)."""
+    time_limit_scale: TimeLimit = 1.0
+    """Multiply every test's CPU limit (the problem's or time_limit_s) by this, e.g. 2 on a machine twice as slow
+    as the one the limits were measured on."""
+    memory_limit_mb: int = Field(DEFAULT_MEMORY_LIMIT_MB, gt=0)
+    """MiB of address space per test when a problem sets none."""
+    output_limit_mb: float = Field(DEFAULT_OUTPUT_LIMIT_MB, gt=0)
+    """MiB of stdout per test; more is output_limit_exceeded."""
     isolation: Isolation = "auto"
-    """See microcoder.evaluator.sandbox."""
+    """Sandbox isolation: auto, full (fails without namespaces and uid switching) or none (microcoder.evaluator.sandbox)."""
     record_test_cpu: bool = False
-    """Fill `EvaluationResult.test_cpu_seconds` (the CPU time of each test run); off by
-    default, as it adds one number per test to every result row."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in JUDGE_MODES:
-            raise ValueError(f"mode must be one of {', '.join(JUDGE_MODES)}, got {self.mode!r}")
-        for name in ("time_limit_s", "time_limit_scale"):
-            problem = time_limit_error(getattr(self, name))
-            if problem:
-                raise ValueError(f"{name} {problem}")
+    """Record the CPU time of each test run in every result row (EvaluationResult.test_cpu_seconds)."""
 
 
 @dataclass
@@ -294,7 +292,7 @@ class Evaluator:
         if fixed:
             raise ValueError(f"{fixed} cannot change on a running evaluator; build a new one")
         view = copy.copy(self)
-        view.config = dataclasses.replace(self.config, **changes)
+        view.config = self.config.replaced(**changes)
         return view
 
     def evaluate(

@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pydantic import Field
+
+from microcoder.config_files import CommandConfig
 from microcoder.evaluator._wire import read_message, write_message
 from microcoder.evaluator.cgroups import (RUN_CPU_QUOTA_CORES, CgroupPlan, WorkerCgroups, make_worker_cgroups,
                                           retry_unremoved_cgroups, warn_without_cgroup, worker_cgroup_plan)
@@ -78,20 +81,19 @@ says who killed it (Sandbox._judge_worker_deaths): one death is retried, since t
 (the OOM killer, an operator) kills workers far more often than a program can."""
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
+class SandboxConfig(CommandConfig):
     """How the sandbox runs programs. Defaults suit a laptop CPU."""
 
-    workers: int = 0
-    """Worker processes (parallel runs); 0 means one per usable core."""
+    workers: int = Field(0, ge=0)
+    """Worker processes (parallel runs); 0 = one per usable core."""
     isolation: Isolation = "auto"
     """`full` fails unless namespaces and uid switching are available; `none` uses neither."""
     hidden_paths: tuple[str, ...] = ()
     """Directories covered with an empty tmpfs in addition to the defaults (see module doc)."""
-    max_processes: int = 64
+    max_processes: int = Field(64, gt=0)
     """Processes and threads of a run: RLIMIT_NPROC when runs have a uid of their own, and
     pids.max of the worker's cgroup where there is one."""
-    wall_factor: float = 3.0
+    wall_factor: float = Field(3.0, ge=0)
     """Wall-clock backstop = wall_factor * time limit + 1 s. Verdicts use CPU time; the
     backstop only catches programs that sleep or block: one still computing then (a tenth
     of a core or more, starved by a loaded host) is waited for until its CPU limit."""

@@ -7,6 +7,6 @@ Reporting: `analysis.py` turns metrics rows into numbers and `verdict.py` holds 
 that scores a finding (both pure), `findings.py` makes a row per finding of a grid,
 `figures.py` draws, `pages.py` writes the markdown,
 `report.py` does all three per grid, and `publish.py` copies reported grids into the
-record (`report --docs`), the only writer of it.
+record (`report --record`), the only writer of it.
 The runner and reporter call the trainer and the metrics reader; they add no training code.
 """

@@ -1,4 +1,4 @@
-"""Publishing reported grids into a record (`experiment report --docs DOCS`).
+"""Publishing reported grids into a record (`experiment report --record DOCS`).
 
 DOCS/<spec>.png (and its budget figures), DOCS/data/<spec>/ (spec.yaml and each run's
 metrics.jsonl, config.yaml, summary.json and, where the run kept them, heldout_start.json
@@ -27,11 +27,11 @@ from microcoder.experiments.pages import record_summary, verdicts_text
 from microcoder.training.metrics import METRICS_FILE
 
 
-NUMBERS_BEGIN = "<!-- NUMBERS: written by `microcoder experiment report --docs`; edits here are lost -->"
+NUMBERS_BEGIN = "<!-- NUMBERS: written by `microcoder experiment report --record`; edits here are lost -->"
 NUMBERS_END = "<!-- /NUMBERS -->"
-VERDICTS_BEGIN = "<!-- VERDICTS: written by `microcoder experiment report --docs` by the rule below; edits here are lost -->"
+VERDICTS_BEGIN = "<!-- VERDICTS: written by `microcoder experiment report --record` by the rule below; edits here are lost -->"
 VERDICTS_END = "<!-- /VERDICTS -->"
-SUMMARY_BEGIN = "<!-- SUMMARY: written by `microcoder experiment report --docs` from every grid in data/; edits here are lost -->"
+SUMMARY_BEGIN = "<!-- SUMMARY: written by `microcoder experiment report --record` from every grid in data/; edits here are lost -->"
 SUMMARY_END = "<!-- /SUMMARY -->"
 PUBLISHED_FILES = (METRICS_FILE, "config.yaml", "summary.json", *HELDOUT_FILES)
 SHARED_FILES = ("config.yaml", SHARED_FILE)

@@ -21,7 +21,7 @@ publishing) follows that record to the run. An interrupted run is resumed, not s
 A finished run whose config is not what the spec now trains stops the grid before any run
 starts (naming the run and the keys that differ), rather than being skipped as if current.
 
-`restore_from` (`--restore DIR`, repeatable) names published grids (`report --docs` data
+`restore_from` (`--restore DIR`, repeatable) names published grids (`report --record` data
 folders, each laid out as a runs root) for a runs root that lacks them, e.g. a fresh
 clone continuing a grid: a fresh run takes the finished run published at its place, or else a published twin
 from any grid (copied to its own place under ROOT and shared as above), when the resolved

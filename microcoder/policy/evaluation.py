@@ -32,7 +32,6 @@ samples as an uninterrupted one.
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import zlib
@@ -46,78 +45,12 @@ from rich.table import Table
 
 from microcoder.algorithms.pass_at_k import pass_at_k, standard_error
 from microcoder.evaluator.compare import JUDGE_MODES
+from microcoder.policy.config import ModelEvalConfig
 from microcoder.policy.generation import GeneratedText, ModelGenerator, ResponseGenerator
 from microcoder.problems import Problem, ProblemFormatError, iter_jsonl
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 NO_LABEL = "(none)"
-
-
-@dataclass(frozen=True)
-class ModelEvalConfig:
-    """Settings of `microcoder eval-model`."""
-
-    model: str = "smollm2-135m-instruct"
-    """Checkpoint directory or hub id; the default is the embedded SmolLM2-135M-Instruct."""
-    problems: str = "default"
-    """Canonical problems JSONL, or "default" for the held-out split of the default problems."""
-    out: Path = Path("eval")
-    """Output directory (created; an existing one with the same settings is resumed)."""
-    n: int = 4
-    """Samples per problem; pass@1 is estimated from all n."""
-    max_new_tokens: tuple[int, ...] = (512,)
-    """Response-length limits to report; sampling happens once at the largest."""
-    temperature: float = 0.6
-    """Sampling temperature. 0.6 with top_p 0.95 is Qwen3's recommended setting and the
-    common LiveCodeBench one; the paper does not state its own."""
-    top_p: float = 0.95
-    """Nucleus sampling mass."""
-    seed: int = 0
-    """Sampling seed."""
-    problems_seed: int = 0
-    """With problems="default": the seed of the train/held-out split (the training run's `seed`)."""
-    batch_size: int = 16
-    """Sequences per generation batch."""
-    problems_per_chunk: int = 8
-    """Problems generated and judged between two writes (the unit of resumption)."""
-    workers: int = 0
-    """Evaluator parallel runs; 0 = one per usable core."""
-    backend: str = "auto"
-    """Generation backend: auto, hf or vllm (see microcoder.policy.generation)."""
-    since: str | None = None
-    """Keep only problems dated on or after this day (YYYY-MM-DD); undated problems go too."""
-    until: str | None = None
-    """Keep only problems dated on or before this day (YYYY-MM-DD), inclusive."""
-    strict_judge: bool = True
-    """Also judge every sample by the strict judge (LiveCodeBench's comparison rules) and
-    report its pass@1 beside the robust one; costs a second judging pass, no generation."""
-
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
-        if not self.max_new_tokens or min(self.max_new_tokens) < 1:
-            raise ValueError(f"max_new_tokens needs one or more positive lengths, got {self.max_new_tokens}")
-        if self.problems_per_chunk < 1:
-            raise ValueError(f"problems_per_chunk must be >= 1, got {self.problems_per_chunk}")
-        for name in ("since", "until"):
-            value = getattr(self, name)
-            if value is not None and not _is_day(value):
-                raise ValueError(f"{name} must be a date YYYY-MM-DD, got {value!r}")
-        if self.since and self.until and self.since > self.until:
-            raise ValueError(f"since {self.since} is after until {self.until}")
-
-    @property
-    def lengths(self) -> list[int]:
-        """The distinct lengths, ascending."""
-        return sorted(set(self.max_new_tokens))
-
-    def identity(self) -> dict:
-        """What the rows depend on; a resumed run must match it. `strict_judge` is named only
-        when on, so a directory judged by one judge resumes with --no-strict-judge."""
-        identity = {"model": self.model, "problems": self.problems, "problems_seed": self.problems_seed, "n": self.n,
-                    "max_new_tokens": self.lengths, "temperature": self.temperature, "top_p": self.top_p,
-                    "seed": self.seed, "since": self.since, "until": self.until}
-        return identity | ({"strict_judge": True} if self.strict_judge else {})
 
 
 @dataclass
@@ -218,14 +151,6 @@ def pass_at_1_table(rows: Sequence[ResultRow], problems: Mapping[str, Problem], 
 def _difficulty_order(names) -> list[str]:
     known = [name for name in DIFFICULTY_ORDER if name in names]
     return known + sorted(name for name in names if name not in DIFFICULTY_ORDER)
-
-
-def _is_day(text: str) -> bool:
-    try:
-        datetime.date.fromisoformat(text)
-    except (TypeError, ValueError):
-        return False
-    return len(text) == 10
 
 
 def problems_in_window(problems: Sequence[Problem], since: str | None, until: str | None) -> list[Problem]:

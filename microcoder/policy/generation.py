@@ -41,10 +41,9 @@ import numpy as np
 import torch
 
 from microcoder.algorithms.masking import is_truncated
+from microcoder.policy.config import BACKENDS
 from microcoder.policy.prompts import render_prompt
 from microcoder.problems import Problem
-
-BACKENDS = ("auto", "hf", "vllm")
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ admitted and not yet finished stay within `queue_limit`; otherwise it gets 503 w
 Retry-After at once. Nothing waits outside that bound.
 
 Every answer is JSON. Order of checks, each a JSON error `{"detail": ..., "field": ...}`:
-bytes that are not an HTTP request or a head over 16 KiB (400, `_Protocol`), headers
-deadline (408, `_Protocol`), requests in progress (503), token (401), shutting down
+bytes that are not an HTTP request or a head over 16 KiB (400, `uvicorn_hooks.Protocol`),
+headers deadline (408, `uvicorn_hooks.Protocol`), requests in progress (503), token (401), shutting down
 (503), body size (413), body deadline (408), JSON and its nesting (400), lone surrogates
 in any string (422), fields (422), admission (503); no such path (404) or method (405);
 an error of ours (500, its traceback in the log only). Every 503 is ours, JSON with
@@ -53,7 +53,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 
-import h11
 import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -61,7 +60,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from microcoder.config_files import first_error
 from microcoder.evaluator import EvaluationResult, Evaluator, EvaluatorConfig, Sample, summarize
@@ -71,6 +69,7 @@ from microcoder.problems import Problem, ProblemFormatError, parse_problem, read
 from microcoder.service.config import ServeConfig
 from microcoder.service.sandbox_fusion import (MACHINE_MEMORY_MB, SANDBOX_ERROR_MESSAGE, RunCodeRequest,
                                                run_code_response, shown)
+from microcoder.service.uvicorn_hooks import Server, check_uvicorn_version, protocol_class
 
 LOG = logging.getLogger("microcoder.serve")
 """One line per event the operator may want (a sandbox error's cause, a client gone
@@ -655,115 +654,6 @@ class _StreamedBatch:
             self.client_gone.set()
 
 
-# ------------------------------------------------------------------ uvicorn's and h11's internals
-#
-# Read against uvicorn 0.54.0, which pyproject.toml pins and run_server checks
-# (check_uvicorn_version); of h11 (0.16.0 here) only public API is used: Connection,
-# its next_event, their_state and trailing_data. What is overridden, and why:
-# - `H11Protocol.__init__`'s `self.conn` (h11's connection, used by uvicorn for every
-#   parse) replaced by `_HeadLimitedConnection`;
-# - `H11Protocol.data_received` / `connection_lost` wrapped (the headers deadline), and
-#   `send_400_response` (uvicorn's answer to what h11 cannot parse) replaced;
-# - `uvicorn.Server`'s `startup`, `shutdown` and `handle_exit` wrapped, and
-#   `capture_signals` replaced (run_server holds the signal handlers instead);
-# - attributes read: `H11Protocol.cycle` (the request being answered), `.transport`,
-#   `.loop`; `Server.started`.
-
-UVICORN_VERSION = "0.54.0"
-"""The uvicorn release this section was read against (pyproject.toml pins it)."""
-HEAD_LIMIT_BYTES = 16 * 1024
-"""Largest request head (request line and headers, their line ends and the blank line
-included): h11's own limit on an incomplete one, held here on every one."""
-_HEAD_END = re.compile(rb"\n\r?\n")  # h11's end of a head (it accepts bare \n line ends)
-
-
-class UnsupportedUvicorn(RuntimeError):
-    """The installed uvicorn is not the release this module's overrides were read against."""
-
-
-def check_uvicorn_version(installed: str | None = None) -> None:
-    """Raise UnsupportedUvicorn unless uvicorn is UVICORN_VERSION, the release whose
-    internals the overrides below were read against."""
-    installed = uvicorn.__version__ if installed is None else installed
-    if installed != UVICORN_VERSION:
-        raise UnsupportedUvicorn(f"uvicorn {installed} is installed, but microcoder serve overrides internals of uvicorn "
-                           f"{UVICORN_VERSION} (microcoder/service/app.py, its uvicorn section): "
-                           f"pip install uvicorn=={UVICORN_VERSION}")
-
-
-class _HeadLimitedConnection(h11.Connection):
-    """h11's server side, refusing a request head over HEAD_LIMIT_BYTES however its bytes
-    arrive. h11 checks its limit only while a head is incomplete, so one that arrived
-    whole in one read (a 64 KB header sent at once) was parsed at any size. Checked on the
-    bytes received and not yet parsed each time h11 is about to read a head, the next
-    pipelined one included; the refusal is h11's own RemoteProtocolError, which uvicorn
-    answers through `_Protocol.send_400_response`."""
-
-    def __init__(self) -> None:
-        super().__init__(h11.SERVER, max_incomplete_event_size=HEAD_LIMIT_BYTES)
-        self.refused: str | None = None
-
-    def next_event(self):
-        if self.refused is None and self.their_state is h11.IDLE:  # a request's head comes next
-            pending = self.trailing_data[0]
-            if len(pending) >= HEAD_LIMIT_BYTES and not _HEAD_END.search(pending, 0, HEAD_LIMIT_BYTES):
-                self.refused = f"the request line and headers are over {HEAD_LIMIT_BYTES} bytes"
-        if self.refused is not None:
-            raise h11.RemoteProtocolError(self.refused, error_status_hint=431)
-        return super().next_event()
-
-
-class _Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol (h11) with three answers of ours: what it cannot parse as
-    a request (a bad request line, a bad Content-Length) and a head over HEAD_LIMIT_BYTES
-    are our JSON 400 instead of its plain text (`send_400_response`), and headers that have
-    not all arrived `headers_timeout_s` after their first byte are a JSON 408 (uvicorn
-    waits for them forever: each such client holds a connection). The connection is closed
-    after either."""
-
-    headers_timeout_s = 10.0
-    headers_timer: asyncio.TimerHandle | None = None
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.conn = _HeadLimitedConnection()
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.cycle is not None and not self.cycle.response_complete:  # a request's headers are in
-            self.stop_headers_timer()
-        elif self.headers_timer is None and not self.transport.is_closing():  # the next request's first bytes
-            self.headers_timer = self.loop.call_later(self.headers_timeout_s, self.headers_too_slow)
-
-    def stop_headers_timer(self) -> None:
-        if self.headers_timer is not None:
-            self.headers_timer.cancel()
-            self.headers_timer = None
-
-    def headers_too_slow(self) -> None:
-        self.headers_timer = None
-        if (self.cycle is not None and not self.cycle.response_complete) or self.transport.is_closing():
-            return
-        self.answer_and_close(408, "Request Timeout", "(headers)",
-                              f"the request's headers did not arrive within {self.headers_timeout_s:g} s")
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.stop_headers_timer()
-        super().connection_lost(exc)
-
-    def send_400_response(self, msg: str) -> None:
-        # uvicorn's `msg` is the same for every parse error; our connection says why it refused.
-        why = self.conn.refused or msg
-        self.answer_and_close(400, "Bad Request", "(request)", f"not an HTTP request this server can read: {why}")
-
-    def answer_and_close(self, status: int, reason: str, field: str, detail: str) -> None:
-        # Written as bytes: h11 has no request to answer (none was parsed).
-        payload = json.dumps({"detail": detail, "field": field}).encode()
-        self.transport.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-                             f"content-length: {len(payload)}\r\nconnection: close\r\n\r\n".encode() + payload)
-        self.transport.close()
-
-
 STOP_SIGNALS: tuple[int, ...] = (
     *(getattr(signal, name) for name in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM",
                                          "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT", "SIGXCPU")
@@ -783,44 +673,6 @@ def _signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:  # real-time signals past SIGRTMIN have no name
         return f"signal {signum}"
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, told at the signal that batches must stop, and ending the process
-    normally after its shutdown (uvicorn re-raises the signal, which would kill the
-    process before our own clean-up could report)."""
-
-    def __init__(self, config: uvicorn.Config, service: Service, url: str):
-        super().__init__(config)
-        self.service, self.url = service, url
-        self.stop_signal: int | None = None  # the first signal received
-
-    async def startup(self, sockets=None) -> None:
-        await super().startup(sockets)
-        if self.started:  # the lifespan has started the workers; tests and scripts wait for this line
-            sandbox, config = self.service.evaluator.sandbox, self.service.config
-            print(f"microcoder serve: listening on {self.url} ({sandbox.size} workers, isolation: "
-                  f"{sandbox.plan.description}, {len(self.service.problems)} problems loaded, "
-                  f"token {'required' if config.token else 'off'})", flush=True)
-
-    def handle_exit(self, sig: int, frame) -> None:
-        if self.stop_signal is None:
-            self.stop_signal = sig
-        self.service.begin_stop()  # new requests get 503; running batches stop at their next sample
-        super().handle_exit(sig, frame)  # a second SIGINT skips what is left of the grace, as in uvicorn
-
-    async def shutdown(self, sockets=None) -> None:
-        # The grace, still listening: new requests get our 503 (not a refused connection)
-        # while those in progress finish or, at its end, answer 503 themselves.
-        while self.service.in_progress and time.monotonic() < self.service.stop_deadline:
-            await asyncio.sleep(0.05)
-        await super().shutdown(sockets)
-
-    @contextlib.contextmanager
-    def capture_signals(self):
-        # run_server holds the handlers, for STOP_SIGNALS, from before the workers start to
-        # the process's end: uvicorn's cover SIGINT and SIGTERM during its own run only.
-        yield
 
 
 def run_server(config: ServeConfig) -> None:
@@ -843,22 +695,36 @@ def run_server(config: ServeConfig) -> None:
     listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     listener.bind((config.host, config.port))
     port = listener.getsockname()[1]
-    protocol = type("_Protocol", (_Protocol,), {"headers_timeout_s": config.upload_timeout_s})
-    server = _Server(uvicorn.Config(create_app(service), log_level="warning", http=protocol, ws="none",
-                                    lifespan="on",
-                                    # What is left after our own grace (_Server.shutdown): the
-                                    # answers being written.
-                                    timeout_graceful_shutdown=0.5,
-                                    # Ours decide (_Gate, Service.admit), as JSON with Retry-After:
-                                    # uvicorn's own limit answers a plain-text 503.
-                                    limit_concurrency=None, backlog=max(2048, config.queue_limit + EXTRA_REQUESTS)),
-                     service, f"http://{config.host}:{port}")
+    url = f"http://{config.host}:{port}"
+
+    def listening() -> None:  # tests and scripts wait for this line
+        sandbox = service.evaluator.sandbox
+        print(f"microcoder serve: listening on {url} ({sandbox.size} workers, isolation: "
+              f"{sandbox.plan.description}, {len(service.problems)} problems loaded, "
+              f"token {'required' if config.token else 'off'})", flush=True)
+
+    async def grace() -> None:
+        # Still listening: new requests get our 503 (not a refused connection) while those
+        # in progress finish or, at its end, answer 503 themselves.
+        while service.in_progress and time.monotonic() < service.stop_deadline:
+            await asyncio.sleep(0.05)
+
+    server = Server(uvicorn.Config(create_app(service), log_level="warning", http=protocol_class(config.upload_timeout_s),
+                                   ws="none", lifespan="on",
+                                   # What is left after our own grace: the answers being written.
+                                   timeout_graceful_shutdown=0.5,
+                                   # Ours decide (_Gate, Service.admit), as JSON with Retry-After:
+                                   # uvicorn's own limit answers a plain-text 503.
+                                   limit_concurrency=None, backlog=max(2048, config.queue_limit + EXTRA_REQUESTS)),
+                    on_started=listening,
+                    # new requests get 503; running batches stop at their next sample
+                    on_stop_signal=service.begin_stop, drain=grace)
     if threading.current_thread() is threading.main_thread():  # where Python runs signal handlers
         # Not restored: the process ends after this function, and a signal during the
         # interpreter's teardown (whose atexit handlers retry unremoved cgroups) must not
         # cut it short.
         for signum in STOP_SIGNALS:
-            signal.signal(signum, server.handle_exit)
+            signal.signal(signum, server.stop_on_signal)
     try:
         server.run(sockets=[listener])
     finally:

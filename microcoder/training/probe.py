@@ -47,9 +47,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated
 
+from pydantic import Field
 from rich.console import Console
 from rich.table import Table
+
+from microcoder.config_files import CommandConfig
+from microcoder.policy.config import Backend
 
 DEFAULT_TEMPERATURES = (0.6, 0.8, 1.0, 1.2)
 # Our bounds, no paper numbers behind them: the measured spread of a steady model is ~0.05
@@ -140,47 +145,38 @@ def target_from_run(run_dir: str | Path, tail_fraction: float = 0.25) -> float:
     return statistics.fmean(tail)
 
 
-@dataclass(frozen=True)
-class ProbeConfig:
+class ProbeConfig(CommandConfig):
     """Settings of `microcoder temperature-probe`."""
 
     model: str = "smollm2-135m-instruct"
     """Checkpoint directory or hub id; the default is the embedded SmolLM2-135M-Instruct."""
     problems: str = "default"
-    """Canonical problems JSONL, or "default" for the training split of the default problems."""
-    temperatures: tuple[float, ...] = DEFAULT_TEMPERATURES
-    """Candidate temperatures."""
-    num_prompts: int = 8
+    """Canonical problems JSONL, or 'default' (the training split of the default problems)."""
+    temperatures: tuple[Annotated[float, Field(gt=0)], ...] = Field(DEFAULT_TEMPERATURES, min_length=1)
+    """Candidate temperatures (comma-separated on the command line)."""
+    num_prompts: int = Field(8, ge=1)
     """Probe prompts, a seeded sample of the problems."""
-    n: int = 8
-    """Responses per prompt (the group size of the diversity)."""
-    max_new_tokens: int | None = None
+    n: int = Field(8, ge=2)
+    """Responses per prompt (the group size of the diversity, which needs two or more)."""
+    max_new_tokens: int | None = Field(None, ge=1)
     """Response-length limit; None: the default training config's `max_new_tokens`."""
-    target_diversity: float | None = None
-    """The diversity training is expected to converge to (a pilot run's); None: measure
-    only, choose nothing (see the module doc)."""
-    max_spread: float = DEFAULT_MAX_SPREAD
+    target_diversity: float | None = Field(None, ge=0, le=1)
+    """Diversity training is expected to converge to (a pilot run's). Without it (or --target-from on the
+    command line) the probe only measures and chooses nothing (exit 1)."""
+    max_spread: float = Field(DEFAULT_MAX_SPREAD, ge=0)
     """Refuse a temperature whose per-prompt diversities have a std above this."""
-    max_diversity: float = DEFAULT_MAX_DIVERSITY
+    max_diversity: float = Field(DEFAULT_MAX_DIVERSITY, ge=0, le=1)
     """Refuse a temperature whose mean diversity is above this (noise)."""
-    ngram: int = 4
+    ngram: int = Field(4, ge=1)
     """n of the diversity's n-gram sets (as the trainer's `diversity_ngram`)."""
     seed: int = 0
     """Seed of the prompt sample and of sampling."""
     problems_seed: int = 0
-    """With problems="default": the seed of the train/held-out split (the training run's `seed`)."""
-    batch_size: int = 16
+    """With problems 'default': the seed of the train/held-out split (the training run's `seed`)."""
+    batch_size: int = Field(16, ge=1)
     """Sequences per generation batch."""
-    backend: str = "auto"
+    backend: Backend = "auto"
     """Generation backend: auto, hf or vllm."""
-
-    def __post_init__(self) -> None:
-        if not self.temperatures or min(self.temperatures) <= 0:
-            raise ValueError(f"temperatures must be positive, got {self.temperatures}")
-        if self.n < 2:
-            raise ValueError(f"diversity needs n >= 2 responses per prompt, got {self.n}")
-        if self.num_prompts < 1:
-            raise ValueError(f"num_prompts must be >= 1, got {self.num_prompts}")
 
 
 @dataclass
@@ -218,12 +214,10 @@ def resolve_defaults(config: ProbeConfig) -> ProbeConfig:
     """Fill `max_new_tokens` left as None from the training config's default.
 
     `target_diversity` stays None when not given: there is no default target."""
-    from dataclasses import replace
-
     from microcoder.training.config import TrainConfig
 
     if config.max_new_tokens is None:
-        config = replace(config, max_new_tokens=TrainConfig.model_fields["max_new_tokens"].default)
+        config = config.replaced(max_new_tokens=TrainConfig.model_fields["max_new_tokens"].default)
     return config
 
 

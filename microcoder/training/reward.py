@@ -69,6 +69,10 @@ class ScoredBatch:
                            self.seconds_visible, [self.task_rewards[i] for i in rows],
                            [self.cache_hits[i] for i in rows], [self.tests_hidden[i] for i in rows])
 
+    def rewards_for_trl(self) -> list[float | None]:
+        """The rewards as TRL takes them from a reward function: None for an unscorable response."""
+        return [None if math.isnan(reward) else reward for reward in self.rewards]
+
 
 def concat_scored(parts: Sequence[ScoredBatch], seconds: float, seconds_visible: float) -> ScoredBatch:
     """One ScoredBatch of several, rows in order; `seconds` / `seconds_visible`: the judging / waiting time of all."""
@@ -88,11 +92,14 @@ def chunk_bounds(rows: int, chunks: int) -> list[tuple[int, int]]:
 class EvaluatorReward:
     """TRL reward function: judge each response's program with the Evaluator.
 
-    Called by TRL as reward(prompts=, completions=, completion_ids=, problem_id=, ...) with
-    the process-local samples; returns one float per sample and keeps the verdicts in
-    `last` for the advantage step. A judge_error (a broken problem or a sandbox fault,
-    never the model's doing) is unscorable: None, which TRL leaves out of the group
-    baseline with advantage 0, as `group_advantages` does with the NaN kept in `last`.
+    `score(completions, completion_ids, problem_id)` judges the process-local responses of
+    a rollout and returns their `ScoredBatch`, which the trainer takes from the reward
+    through its TRL hook (`TRLHooks.score`) and computes the advantages from. Called as
+    TRL calls a reward function, reward(prompts=, completions=, completion_ids=,
+    problem_id=, ...) (TRL's own evaluation loop), it gives one float per response. A
+    judge_error (a broken problem or a sandbox fault, never the model's doing) is
+    unscorable: NaN in the scored batch, which `group_advantages` leaves out of the group
+    baseline with advantage 0, and None to TRL, which does the same.
 
     Early judging (`overlap`): the trainer calls `begin_round` with the rows' problems
     before sampling and `judge_early` with each chunk of responses as soon as it is
@@ -121,7 +128,6 @@ class EvaluatorReward:
         self.overlong_cache_length = overlong_cache_length
         self.overlong_penalty_factor = overlong_penalty_factor
         self.overlap = overlap
-        self.last: ScoredBatch | None = None
         self._round_problem_ids: list[str] | None = None
         self._early: list[tuple[int, list[str], Future]] = []  # (first row, texts, future of (results, seconds))
         self._judge_thread: ThreadPoolExecutor | None = None
@@ -175,6 +181,12 @@ class EvaluatorReward:
         self.evaluator.close()
 
     def __call__(self, prompts, completions, completion_ids, problem_id, **_) -> list[float | None]:
+        return self.score(completions, completion_ids, problem_id).rewards_for_trl()
+
+    def score(self, completions: Sequence[str], completion_ids: Sequence[Sequence[int]],
+              problem_id: Sequence[str]) -> ScoredBatch:
+        """Judge the round's decoded responses (rows in TRL's order; those judged early
+        whose text is unchanged are not judged again) and score them."""
         start = time.perf_counter()
         results: list[EvaluationResult | None] = [None] * len(completions)
         hits = [False] * len(completions)
@@ -202,10 +214,9 @@ class EvaluatorReward:
             penalty = overlong_penalty(lengths, self.max_new_tokens, self.overlong_cache_length,
                                        self.overlong_penalty_factor)
             rewards = [r + float(p) for r, p in zip(rewards, penalty)]  # NaN stays NaN
-        self.last = ScoredBatch(verdicts, correct, rewards, [list(ids) for ids in completion_ids], judging,
-                                time.perf_counter() - start, task_rewards, hits,
-                                [self.hidden_share(problem) for problem in problem_id])
-        return [None if math.isnan(reward) else reward for reward in rewards]
+        return ScoredBatch(verdicts, correct, rewards, [list(ids) for ids in completion_ids], judging,
+                           time.perf_counter() - start, task_rewards, hits,
+                           [self.hidden_share(problem) for problem in problem_id])
 
 
 def reward_of_config(evaluator: Evaluator, problems: Sequence[Problem], config: TrainConfig) -> EvaluatorReward:

@@ -196,8 +196,7 @@ class MicroCoderTrainer(TRLHooks):
         if self.frozen_prefix is not None:
             self.frozen_prefix.clear()  # a new rollout: its rows are new
         start = time.perf_counter()
-        output = self.sample_and_score(inputs)  # 2, 3: sample, old log-probs, reward
-        scored = self.reward.last
+        output, scored = self.sample_and_score(inputs)  # 2, 3: sample, old log-probs, reward
         groups = self.accelerator.num_processes * len(scored.verdicts) // self.config.group_size
         sampling = Sampling(groups_generated=groups, rounds=1, rewards=list(scored.rewards),
                             correct=list(scored.correct))
@@ -240,11 +239,17 @@ class MicroCoderTrainer(TRLHooks):
             entropies.append(part[1])
         return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
 
-    def sample_and_score(self, inputs: list[dict]) -> dict:
-        """TRL's rollout of `inputs` (sample, old / reference log-probs, reward), the reward
-        told the rows' problems first so that it can judge each chunk as soon as it is sampled."""
+    def sample_and_score(self, inputs: list[dict]) -> tuple[dict, ScoredBatch]:
+        """TRL's rollout of `inputs` (sample, old / reference log-probs, reward) and its
+        scored batch, the reward told the rows' problems first so that it can judge each
+        chunk as soon as it is sampled."""
         self.reward.begin_round([row["problem_id"] for row in inputs])
         return self.trl_rollout(inputs)
+
+    def score(self, inputs: list[dict], completions: list[str], completion_ids: list[list[int]]) -> ScoredBatch:
+        """The reward's scored batch of a round's process-local responses (TRL's hook hands
+        it to `sample_and_score`, and TRL's rewards are taken from it)."""
+        return self.reward.score(completions, completion_ids, [row["problem_id"] for row in inputs])
 
     def sample_rows(self, prompt_ids: list[list[int]], sample, text_only: bool):
         """TRL's sampling (`sample`, rows -> (completion ids, vLLM log-probs or None)) of the
@@ -288,7 +293,7 @@ class MicroCoderTrainer(TRLHooks):
         while len(rounds) <= self.config.dynamic_sampling_max_rounds and self.any_process_short(
                 sum(len(groups) for groups in mixed), wanted):
             rows = self.draw_prompts(wanted)
-            rounds.append((self.sample_and_score(rows), self.reward.last))
+            rounds.append(self.sample_and_score(rows))
             mixed.append(self.mixed_groups(rounds[-1][1]))
         chosen: list[list[int]] = [[] for _ in rounds]  # group indices taken from each round
         taken = 0

@@ -13,9 +13,15 @@ that changes (tests/test_training_trl_hooks.py unless named):
   (sample, old / reference log-probs, reward, TRL's advantages), called by TRL's
   `_prepare_inputs` once per generation batch. In training it becomes our `rollout`;
   `trl_rollout` is TRL's own, which `rollout` calls once per sampling round.
+- `_calculate_rewards(inputs, prompts, completions, completion_ids_list)`: the reward
+  call inside TRL's rollout, gathered over processes. In training it is our `score`,
+  whose scored batch `trl_rollout` hands back beside TRL's output (TRL's rewards, and
+  the advantages it computes from them, are taken from that batch: one column, as one
+  reward function gives).
 - `_get_per_token_logps_and_entropies(...)`: every log-prob pass (old, reference,
-  update). Ours scores the completion positions only (`completion_log_probs`) and must
-  give TRL's numbers; multimodal inputs and models without a final norm keep TRL's.
+  update), which becomes `token_log_probs`. Ours scores the completion positions only
+  (`completion_log_probs`) and must give TRL's numbers; multimodal inputs and models
+  without a final norm keep TRL's.
 - `_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, ...)`:
   the sampling of the process-local rows; ours splits it into `rollout_chunks` calls of
   TRL's (`sample_rows`).
@@ -48,15 +54,20 @@ one unless `ACCEPT_TRL_ENV` names it (after the hooks were checked against it).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import trl
 from trl import GRPOTrainer
 
 from microcoder.policy.vllm_engine import dtype_name, prepare_environment, push_weights
+
+if TYPE_CHECKING:
+    from microcoder.training.reward import ScoredBatch
 
 TRL_VERSION = "1.16.0"
 """The TRL release the hooks below were read against (pyproject.toml pins it)."""
@@ -92,18 +103,53 @@ def fused_head_temperature_cell(model):
     return function.__closure__[names.index("temperature")]
 
 
-class TRLHooks(GRPOTrainer):
-    """GRPOTrainer whose private methods hand over to the subclass's public ones.
-
-    The subclass provides `rollout`, `completion_log_probs`, `sample_rows`, `policy_loss`,
-    `save_own_state` and `load_own_state` (trainer.py, MicroCoderTrainer).
+class TRLHooks(GRPOTrainer, metaclass=abc.ABCMeta):
+    """GRPOTrainer whose private methods hand over to the subclass's public ones, the
+    abstract methods below (trainer.py, MicroCoderTrainer, implements them); what the
+    hooks offer the subclass (and benchmarks that time it) is public too: `trl_rollout`,
+    `token_log_probs`, `shared_prefill`, `set_temperature`, `sync_vllm_weights`,
+    `log_to_trl`.
     """
+
+    # ---- what the subclass provides ----------------------------------------------------------
+    @abc.abstractmethod
+    def rollout(self, inputs: list[dict]) -> dict:
+        """A training rollout of the generation batch `inputs`: the dict TRL trains on."""
+
+    @abc.abstractmethod
+    def score(self, inputs: list[dict], completions: list[str], completion_ids: list[list[int]]) -> ScoredBatch:
+        """The process-local responses of a rollout round (decoded, and as token ids),
+        rows in `inputs`' order, judged and scored."""
+
+    @abc.abstractmethod
+    def sample_rows(self, prompt_ids: list[list[int]], sample, text_only: bool):
+        """(completion ids per row, vLLM's log-probs or None) of the process-local rows,
+        by `sample` (TRL's sampling of some rows)."""
+
+    @abc.abstractmethod
+    def completion_log_probs(self, model, input_ids, attention_mask, logits_to_keep: int, batch_size: int | None,
+                             compute_entropy: bool):
+        """(log-probs (B, K), entropies (B, K) or None) of the completion tokens, or None
+        where TRL's own pass must run."""
+
+    @abc.abstractmethod
+    def policy_loss(self, inputs: dict, logp: torch.Tensor, entropies: torch.Tensor) -> torch.Tensor:
+        """The loss of one micro-batch `inputs` of the rollout, given its log-probs and entropies (B, K)."""
+
+    @abc.abstractmethod
+    def save_own_state(self, folder: Path) -> None:
+        """Write the subclass's state into TRL's checkpoint folder."""
+
+    @abc.abstractmethod
+    def load_own_state(self, folder: Path) -> None:
+        """Restore what `save_own_state` wrote."""
 
     def __init__(self, *, model, reward_funcs, args, train_dataset, processing_class):
         check_trl_version()
         with colocated_vllm() if args.use_vllm else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
                              processing_class=processing_class)
+        self._scored_round: ScoredBatch | None = None  # see trl_rollout
         self.temperature_cells = [fused_head_temperature_cell(self.model)]
         if self.ref_model is not None:
             self.temperature_cells.append(fused_head_temperature_cell(self.accelerator.unwrap_model(self.ref_model)))
@@ -114,11 +160,26 @@ class TRLHooks(GRPOTrainer):
             return super()._generate_and_score_completions(inputs)
         return self.rollout(inputs)
 
-    def trl_rollout(self, inputs: list[dict]) -> dict:
-        """TRL's rollout of `inputs`: sample, old / reference log-probs, reward; a dict of
-        (B, ...) tensors: prompt_ids, prompt_mask, completion_ids, completion_mask,
-        advantages, and old_per_token_logps / ref_per_token_logps where TRL computes them."""
-        return super()._generate_and_score_completions(inputs)
+    def trl_rollout(self, inputs: list[dict]) -> tuple[dict, ScoredBatch]:
+        """TRL's rollout of `inputs`: sample, old / reference log-probs, reward. Returns TRL's
+        dict of (B, ...) tensors (prompt_ids, prompt_mask, completion_ids, completion_mask,
+        advantages, and old_per_token_logps / ref_per_token_logps where TRL computes them)
+        and the scored batch `score` returned for the round, which TRL's rewards came from."""
+        self._scored_round = None
+        output = super()._generate_and_score_completions(inputs)
+        scored, self._scored_round = self._scored_round, None
+        if scored is None:
+            raise RuntimeError("TRL's rollout did not call _calculate_rewards; trl's internals changed: "
+                               f"pin trl=={TRL_VERSION} or update TRLHooks.trl_rollout")
+        return output, scored
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        if not self.model.training:  # TRL's own evaluation loop: the reward called as TRL calls it
+            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        scored = self.score(inputs, completions, completion_ids_list)
+        self._scored_round = scored  # handed back by trl_rollout, the call this one is inside of
+        rewards = torch.tensor(scored.rewards, dtype=torch.float32, device=self.accelerator.device)  # NaN: unscorable
+        return self.accelerator.gather(rewards.unsqueeze(1))  # (B over all processes, one reward function), as TRL's
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         def sample(rows: list[list[int]]):
@@ -170,8 +231,14 @@ class TRLHooks(GRPOTrainer):
     # ---- update -------------------------------------------------------------------------------
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
                                            batch_size=None, compute_entropy=False, **kwargs):
-        """(log-probs (B, K), entropies (B, K) or None, auxiliary loss None): ours where
-        `completion_log_probs` applies, TRL's for multimodal inputs and other models."""
+        return self.token_log_probs(model, input_ids, attention_mask, logits_to_keep, batch_size,
+                                    compute_entropy=compute_entropy, **kwargs)
+
+    def token_log_probs(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                        compute_entropy=False, **kwargs):
+        """Every log-prob pass (old, reference, update): (log-probs (B, K), entropies (B, K)
+        or None, auxiliary loss None): ours where `completion_log_probs` applies, TRL's for
+        multimodal inputs and other models."""
         if not any(value is not None and value is not False for value in kwargs.values()):
             scored = self.completion_log_probs(model, input_ids, attention_mask, logits_to_keep, batch_size,
                                                compute_entropy)
@@ -183,7 +250,7 @@ class TRLHooks(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
         attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-        logp, entropies, _ = self._get_per_token_logps_and_entropies(
+        logp, entropies, _ = self.token_log_probs(
             model, input_ids, attention_mask, inputs["completion_ids"].size(1), compute_entropy=True)  # (B, K) at T
         # loss_is_scaled_for_ga: transformers sums the micro-batch losses of an update as they are.
         return self.policy_loss(inputs, logp, entropies) / self.current_gradient_accumulation_steps
