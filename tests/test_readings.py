@@ -23,6 +23,12 @@ from microcoder.problems import Checker, Problem, ProblemFormatError, parse_prob
     ("The error of your answer must be at most 10**-3 to be accepted.", 1e-3, "absolute"),
     ("It is correct if its relative error is at most 1e-7.", 1e-7, "relative"),
     ("It is at least 0.5; answers within 10^-6 of the correct answer are accepted.", 1e-6, "absolute"),
+    ("Print the answer with an absolute or relative error of at most 10^{-9}.", 1e-9, "either"),
+    ("Output a real number with an absolute or relative error not exceeding 10^{-9}.", 1e-9, "either"),
+    ("Your answer is correct if its relative error is less than 0.5%.", 0.005, "relative"),
+    ("Your answer is accepted if its absolute error does not exceed $2 \\cdot 10^{-6}$.", 2e-6, "absolute"),
+    ("Your answer is accepted if its absolute error does not exceed 5 \\cdot 10^{-3}.", 5e-3, "absolute"),
+    ("Your answer is accepted if its absolute error does not exceed 1.5e-6.", 1.5e-6, "absolute"),
 ])
 def test_an_error_bound_in_any_wording(sentence, value, kind):
     tolerance = readings.read_tolerance("Print the area. " + sentence)

@@ -49,13 +49,15 @@ def sentences(statement: str) -> Iterator[str]:
 
 # ------------------------------------------------------------------ tolerance
 
-# A power of ten with a negative exponent as statements write it: 10^{-6}, 10^-6, 10^(-6),
-# 10 ^ {-5}, $10^{-6}$, 10**-6, 1e-6, 1E-6, and LeetCode's "10-5" (a superscript lost in
-# the text), or a plain decimal such as 0.01 or 0.000001.
-_POWER = re.compile(r"10\s*(?:\^|\*\*)\s*\{?\s*\(?\s*[-−–]\s*(\d+)\s*\)?\s*\}?"
-                    r"|\b1(?:\.0*)?\s*[eE]\s*[-−–]\s*(\d+)\b"
+# A power of ten with a negative exponent as statements write it, with or without a
+# multiplier: 10^{-6}, 10^-6, 10^(-6), 10 ^ {-5}, $10^{-6}$, 10**-6, 2 \cdot 10^{-6},
+# 5 x 10^-3, 1e-6, 1.5e-6, 1E-6, and LeetCode's "10-5" (a superscript lost in the text);
+# or a plain decimal such as 0.01 or 0.000001, or a percentage ("0.5%").
+_MULTIPLIER = r"(?:(\d+(?:\.\d+)?)\s*(?:\\cdot|\\times|\*|×|·|x)\s*)?"
+_POWER = re.compile(_MULTIPLIER + r"\$?10\s*(?:\^|\*\*)\s*\{?\s*\(?\s*[-−–]\s*(\d+)\s*\)?\s*\}?"
+                    r"|\b(\d+(?:\.\d+)?)\s*[eE]\s*[-−–]\s*(\d+)\b"
                     r"|\b10\s*[-−–]\s*(\d)\b(?![\d.])")
-_DECIMAL_BOUND = re.compile(r"(?<![\d.])(0\.0*[1-9]\d*)\b")
+_DECIMAL_BOUND = re.compile(r"(?<![\d.])(0\.0*[1-9]\d*|\d+(?:\.\d+)?(?=\s*(?:%|percent\b)))\b\s*(%|percent\b)?")
 # What makes a number in a sentence an error bound: the sentence speaks of an error, a
 # difference from the right answer, a tolerance or precision, and of being accepted.
 _ERROR_WORDS = re.compile(
@@ -66,8 +68,10 @@ _ERROR_WORDS = re.compile(
     r"|\bdiffers? (?:from|by)\b[^.]{0,60}?\b(?:correct|actual|true|jury's|expected|right)\b"
     r"|\b(?:correct|accepted|precision|accuracy|tolerance)\b[^.]{0,60}?\b(?:up to|within|at most|not exceed)\b",
     re.IGNORECASE)
+# ... and of the answer being accepted, or of the printed answer ("Print the answer with an
+# absolute or relative error of at most 10^{-9}").
 _ACCEPTANCE = re.compile(r"\b(?:correct|accepted|accept|allowed|permitted|tolerated|considered|checker|judged|precision|accuracy|tolerance|"
-                         r"true value|actual answer)\b", re.IGNORECASE)
+                         r"true value|actual answer|print|printed|output|outputs)\b", re.IGNORECASE)
 _ERROR_KINDS = re.compile(r"\b(absolute|relative)\b", re.IGNORECASE)
 
 
@@ -88,9 +92,9 @@ def read_tolerance(statement: str) -> Tolerance | None:
         power = _POWER.search(sentence)  # a power of ten is the bound wherever it stands; a decimal
         decimal = None if power else _DECIMAL_BOUND.search(sentence)  # only when there is none
         if power is not None:
-            value = 10.0 ** -int(next(group for group in power.groups() if group))
+            value = _power_value(power)
         elif decimal is not None:
-            value = float(decimal.group(1))
+            value = float(decimal.group(1)) / (100 if decimal.group(2) else 1)
         else:
             continue
         if not 0 < value < 1:
@@ -99,6 +103,16 @@ def read_tolerance(statement: str) -> Tolerance | None:
         kind = kinds.pop() if len(kinds) == 1 else "either" if kinds else "absolute"
         return Tolerance(value, kind, sentence)
     return None
+
+
+def _power_value(power: re.Match) -> float:
+    """The value of a `_POWER` match: multiplier x 10^-exponent."""
+    multiplier, exponent, mantissa, e_exponent, lost_exponent = power.groups()
+    if e_exponent is not None:
+        return float(f"{mantissa}e-{e_exponent}")
+    if exponent is not None:
+        return float(f"{multiplier or 1}e-{exponent}")
+    return float(f"1e-{lost_exponent}")
 
 
 # ------------------------------------------------------------------ rounding
