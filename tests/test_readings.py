@@ -60,6 +60,22 @@ def test_letter_case_frees_the_named_answers_only():
     assert readings.read_letter_case(statement, ["YES\nabc"]).words == ("NO", "YES")
 
 
+@pytest.mark.parametrize("statement, outputs, words", [
+    ("Print the first word. Note that string comparison here is case-insensitive.", ["alice"], None),
+    ("Print the first login in lowercase. Logins are case-insensitive, so 'Bob' and 'bob' are the same user.",
+     ["bob"], None),
+    ("Print the number of steps and the final string; in any case print the number of steps first.", ["2 abc"], None),
+    ("Print YES (case-insensitive) if the array contains a zero, and NO otherwise.", ["YES"], ("NO", "YES")),
+    ("For each test case, first print either YES or NO (in any case).", ["NO"], ("NO", "YES")),
+    # a capitalised word of the story is not an answer word; the sentence frees every token
+    ("Snuke runs the ABC contest. Print the name of the contest in lowercase. You may print each letter in any case.",
+     ["abc"], ()),
+])
+def test_letter_case_read_from_the_sentences_about_the_output(statement, outputs, words):
+    found = readings.read_letter_case(statement, outputs)
+    assert (None if found is None else found.words) == words
+
+
 @pytest.mark.parametrize("sentence, kind, several", [
     ("Any correct answer will be accepted.", "stdin", True),
     ("If there are multiple answers, print any.", "stdin", True),

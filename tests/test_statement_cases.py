@@ -96,6 +96,34 @@ CASES = [
           P("d = ['monday','tuesday','wednesday','thursday','friday','saturday','sunday']\n"
             "print(d[(d.index(input()) + 1) % 7].upper())", "TUESDAY\n", True),
           P("print('wednesday')", "wednesday\n", False)),
+    stdin("case-insensitive-comparison-is-not-the-output",
+          "Given two words, print the one that comes first in the dictionary, as it is written in the input. "
+          "Note that string comparison here is case-insensitive.",
+          [("Bob alice\n", "alice\n"), ("cat Dog\n", "cat\n")],
+          P("print(min(input().split(), key=str.lower))", "alice\n", True),
+          P("print(min(input().split(), key=str.lower).upper())", "ALICE\n", False)),
+    stdin("logins-are-case-insensitive",
+          "Print the first login of the list in lowercase. Logins are case-insensitive, so 'Bob' and 'bob' are the "
+          "same user.",
+          [("Bob alice\n", "bob\n"), ("CAT\n", "cat\n")],
+          P("print(input().split()[0].lower())", "bob\n", True),
+          P("print(input().split()[0].upper())", "BOB\n", False)),
+    stdin("in-any-case-mid-sentence",
+          "Print the length of s and then s reversed; in any case print the length first.",
+          [("abc\n", "3\ncba\n"), ("xy\n", "2\nyx\n")],
+          P("s = input()\nprint(len(s))\nprint(s[::-1])", "3\ncba\n", True),
+          P("s = input()\nprint(len(s))\nprint(s[::-1].upper())", "3\nCBA\n", False)),
+    stdin("yes-case-insensitive-beside-contains",
+          "Print YES (case-insensitive) if the array contains a zero, and NO otherwise.",
+          [("1 0 2\n", "YES\n"), ("1 2\n", "NO\n")],
+          P("print('yes' if '0' in input().split() else 'no')", "yes\n", True),
+          P("print('no' if '0' in input().split() else 'yes')", "no\n", False)),
+    stdin("capitalised-word-of-the-story",
+          "Snuke runs the ABC contest and the ARC contest. Print the name of the contest with more problems, as it "
+          "is written in the input. You may print the answer in any case.",
+          [("abc 6\narc 4\n", "abc\n"), ("abc 2\narc 4\n", "arc\n")],
+          P("a = [input().split() for _ in range(2)]\nprint(max(a, key=lambda x: int(x[1]))[0].upper())", "ABC\n", True),
+          P("print('arc')", "arc\n", False)),
     # ---- tolerances
     stdin("differs-by-at-most",
           "Print a / b. Your answer is accepted if it differs from the correct one by at most 10^{-9}.",
@@ -276,11 +304,16 @@ def evaluator():
         yield evaluator
 
 
+READ_NOTHING = {"in-any-case-meaning-anyway", "in-any-case-mid-sentence", "case-insensitive-comparison-is-not-the-output",
+                "logins-are-case-insensitive", "tasks-in-any-order"}
+"""The cases whose statements set no checker (a sentence about the task, not the output)."""
+
+
 def test_every_case_is_judged_as_its_platform_judges_it(tmp_path, evaluator):
     kept, removed = validated(tmp_path)
     assert wrong_verdicts(kept, removed, evaluator) == []
     assert all(kept[c.name].metadata.get("checker_inferred") == "statement" for c in CASES
-               if c.name not in removed and not c.name.startswith(("in-any-case", "tasks-in")))
+               if c.name not in removed and c.name not in READ_NOTHING)
 
 
 READINGS = ["read_tolerance", "read_exact_decimals", "read_letter_case", "read_several_answers",

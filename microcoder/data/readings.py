@@ -144,7 +144,17 @@ _ANY_CASE = re.compile(
     r"|\b(?:case[- ]insensitive|regardless of (?:the )?(?:letter )?case)\b(?![^.]{0,40}\b(?:input|given|compar\w*|match\w*)\b)"
     r"|\b(?:will|would) (?:all )?be (?:recognized|accepted|considered) as (?:a )?(?:positive|negative)",
     re.IGNORECASE)
-_NOT_OUTPUT = re.compile(r"^\s*in any case\b|\b(?:you are given|consists? of|contains?|treat)\b", re.IGNORECASE)
+# A sentence that says what to print: where the answer words are named.
+_PRINT_SENTENCE = re.compile(r"\b(?:print|printed|output|outputs|write)\b", re.IGNORECASE)
+# "In any case" meaning anyway: at a sentence's or a clause's start, or before a comma ("In
+# any case, s contains ...", "...; in any case print the number of steps first"); not
+# "print YES or NO (in any case)".
+_ANYWAY = re.compile(r"(?:^|[;:])\s*in any case\b|\bin any case\s*,", re.IGNORECASE)
+# A sentence about the output says so; one about the input, or about how the task compares
+# strings ("string comparison here is case-insensitive", "'Bob' and 'bob' are the same
+# user"), frees nothing of the output.
+_OUTPUT_WORDS = re.compile(r"\b(?:print|printed|output|outputs|write|answers?|respon\w*|recogni[sz]ed)\b", re.IGNORECASE)
+_NOT_OUTPUT = re.compile(r"\b(?:you are given|input|compar\w*|match\w*|treat\w*|the same)\b", re.IGNORECASE)
 # Words a statement names as answers: quoted, in \texttt{}, or in capitals.
 _NAMED_WORD = re.compile(r"[\"“'«`]([A-Za-z]{2,})[\"”'»`]|\\texttt\{([A-Za-z]{2,})\}|\b([A-Z]{2,})\b")
 _YES_NO = ("YES", "NO")
@@ -157,19 +167,27 @@ class LetterCase:
     sentence: str
 
 
+def _frees_case(sentence: str) -> bool:
+    """Whether the sentence lets the output be printed in any letter case."""
+    return bool(_ANY_CASE.search(_ANYWAY.sub(" ", sentence)) and _OUTPUT_WORDS.search(sentence)
+                and not _NOT_OUTPUT.search(sentence))
+
+
 def read_letter_case(statement: str, outputs: Iterable[str] = ()) -> LetterCase | None:
     """Which answers may be printed in any letter case, or None when the statement frees
-    none. The words are those the statement names (quoted, \\texttt, capitals) that the
-    expected outputs print as whole tokens, YES and NO among them where the sentence
-    speaks of a positive answer ("yEs ... will be recognized as a positive response");
-    without any, the whole output's case is free."""
-    found = next((sentence for sentence in sentences(statement)
-                  if _ANY_CASE.search(sentence) and not _NOT_OUTPUT.search(sentence)), None)
+    none. The words are those that the sentence freeing the case, or a sentence saying
+    what to print, names (quoted, \\texttt, capitals) and that the expected outputs print
+    as whole tokens, YES and NO among them where the sentence speaks of a positive answer
+    ("yEs ... will be recognized as a positive response"); without any, the whole
+    output's case is free."""
+    found = next((sentence for sentence in sentences(statement) if _frees_case(sentence)), None)
     if found is None:
         return None
     printed = {token.casefold() for output in outputs for token in output.split()}
-    named = {next(group for group in match.groups() if group) for match in _NAMED_WORD.finditer(statement)}
-    words = {word.upper() for word in named if word.casefold() in printed and word.upper() not in ("I", "A")}
+    naming = [found] + [sentence for sentence in sentences(statement) if _PRINT_SENTENCE.search(sentence)]
+    named = {next(group for group in match.groups() if group)
+             for sentence in naming for match in _NAMED_WORD.finditer(sentence)}
+    words = {word.upper() for word in named if word.casefold() in printed}
     speaks_of_yes = re.search(r"positive|negative|\byes\b", found, re.IGNORECASE) or words & set(_YES_NO)
     if speaks_of_yes and {"yes", "no"} & {w.casefold() for w in named}:
         words.update(_YES_NO)  # both answers, whichever the tests happen to print
