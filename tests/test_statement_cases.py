@@ -229,6 +229,26 @@ CASES = [
             "1 3\n2 3\n1 2\n", True),
           P("n = int(input())\nfor j in range(2, n + 1):\n    for i in range(1, j):\n        print(j, i)",
             "2 1\n3 1\n3 2\n", False)),
+    stdin("indices-one-on-each-line",
+          "Print the positions of the even values in any order, one on each line.",
+          [("3\n2 3 4\n", "1\n3\n"), ("2\n6 8\n", "1\n2\n")],
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(*v[::-1], sep='\\n')", "3\n1\n", True),
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split()))]\n"
+            "print(*v[:2], sep='\\n')", "1\n2\n", False)),
+    stdin("one-token-a-line-in-every-output",
+          "Print the positions of the even values. The positions may be printed in any order.",
+          [("3\n2 3 4\n", "1\n3\n"), ("2\n6 8\n", "1\n2\n")],
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(*v[::-1], sep='\\n')", "3\n1\n", True)),
+    stdin("count-followed-by-the-items",
+          "Print k, the number of even values, followed by their positions in any order, all on one line.",
+          [("3\n2 3 4\n", "2 1 3\n"), ("4\n6 8 1 2\n", "3 1 2 4\n")],
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(len(v), *v[::-1])", "2 3 1\n", True),
+          # the same tokens, the count last: the platform's checker reads the first token as k
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(*v, len(v))", "1 3 2\n", False)),
     # ---- a sentence about the task frees nothing
     call("tasks-in-any-order",
          "Return the finishing time of each task, in the order the tasks are given. The tasks can be done in any "

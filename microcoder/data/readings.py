@@ -21,7 +21,10 @@ hand-labelled real statements of every shared source):
   it, so the pipeline removes it.
 - `read_stdin_order` and `read_result_order`: the printed items or the returned list may
   come in any order ("You may print the elements in any order", "the order of the
-  elements in the result does not matter", "Return the answer in any order").
+  elements in the result does not matter", "Return the answer in any order"); for stdin,
+  whether the items are lines or each line's tokens (from the words, "one on each line",
+  and from the expected outputs: one token a line in every one is lines), and whether a
+  count printed before them stays in place ("print k, followed by the k indices").
 
 A sentence that describes the task rather than the output frees nothing: "In any case, s
 contains ..." (meaning anyway), "the tasks can be done in any order", "a permutation is
@@ -262,8 +265,13 @@ _RESULT_WORDS = re.compile(r"\b(?:return|returned|returns|answer|answers|result|
 _PRINT_WORDS = re.compile(r"\b(?:print|printed|output|outputs|outputted|write|written|answer|answers)\b", re.IGNORECASE)
 _DEFINITION = re.compile(r"\b(?:is an? (?:array|sequence|set|string|list)|consisting of|is defined)\b", re.IGNORECASE)
 # Things printed one a line, so that their order is the lines' order.
-_LINE_THINGS = re.compile(r"\b(?:lines|pairs?|edges?|rows?|segments?|queries|operations?|moves?|triples?|"
-                          r"intervals?|each on (?:a )?separate line|one per line)\b", re.IGNORECASE)
+_LINE_THINGS = re.compile(r"\b(?:lines|pairs?|edges?|rows?|segments?|queries|operations?|moves?|triples?|intervals?|"
+                          r"(?:each |one )?on (?:a )?separate lines?|one per line|one on each line|"
+                          r"(?:each )?on (?:its|their) own lines?|(?:each |one )?on a new line)\b", re.IGNORECASE)
+# A count printed before the items: "print k, followed by the k indices", "first print
+# the number of ...", "print m, then the edges".
+_COUNT_FIRST = re.compile(r"\bfollowed by\b|\bfirst\b[^.]{0,60}?\b(?:number|count|integer|size|how many)\b"
+                          r"|\b(?:number|count|size|integer [a-z])\b[^.]{0,60}?\bthen\b", re.IGNORECASE)
 
 
 def _frees_order(sentence: str, result_words: re.Pattern) -> str | None:
@@ -308,14 +316,29 @@ class StdinOrder:
     lines: bool
     """The printed lines may come in any order (else the tokens of each line)."""
     sentence: str
+    leading_count: bool = False
+    """A count printed before the items stays in place (`Checker.leading_count`)."""
 
 
-def read_stdin_order(statement: str) -> StdinOrder | None:
+def read_stdin_order(statement: str, outputs: Iterable[str] = ()) -> StdinOrder | None:
     """Whether a stdin problem's printed items may come in any order, and which: the
-    lines ("You can print the pairs in any order", "print the lines in any order") or the
-    tokens of each line ("print the indices in any order", "The order of the output does
-    not matter")."""
+    lines ("You can print the pairs in any order", "print the indices in any order, one
+    on each line", or any order where every expected output prints one token a line) or
+    the tokens of each line ("print the indices in any order", "The order of the output
+    does not matter"). A count printed before the items stays in place where the
+    statement speaks of one ("print k, followed by ...") and every expected output has
+    it: the first token of each line is the number of the line's other tokens (tokens),
+    or the first line the number of the other lines (lines)."""
     for sentence in sentences(statement):
         if _frees_order(sentence, _PRINT_WORDS):
-            return StdinOrder(bool(_LINE_THINGS.search(sentence)), sentence)
+            lines_of = [[line.split() for line in output.splitlines() if line.split()] for output in outputs]
+            lines_of = [lines for lines in lines_of if lines]
+            lines = bool(_LINE_THINGS.search(sentence)) or bool(lines_of) and all(
+                len(tokens) == 1 for lines in lines_of for tokens in lines)
+            if lines:
+                counted = all(lines[0] == [str(len(lines) - 1)] for lines in lines_of)
+            else:
+                counted = all(tokens[0] == str(len(tokens) - 1) for lines in lines_of for tokens in lines)
+            counted = counted and bool(lines_of) and bool(_COUNT_FIRST.search(statement))
+            return StdinOrder(lines, sentence, counted)
     return None

@@ -78,13 +78,16 @@ def stdin_checker(statement: str, outputs: Iterable[str] = ()) -> Checker | None
         fields.update(float_tolerance=tolerance.value, float_tolerance_kind=tolerance.kind)
     elif readings.read_exact_decimals(statement):
         fields["exact_decimals"] = True
-    letter_case = readings.read_letter_case(statement, list(outputs))
+    outputs = list(outputs)
+    letter_case = readings.read_letter_case(statement, outputs)
     if letter_case is not None:
         fields.update(case_insensitive_words=list(letter_case.words)) if letter_case.words else fields.update(
             case_insensitive=True)
-    order = readings.read_stdin_order(statement)
+    order = readings.read_stdin_order(statement, outputs)
     if order is not None:
         fields["unordered_lines" if order.lines else "unordered_tokens"] = True
+        if order.leading_count:
+            fields["leading_count"] = True
     return Checker(**fields) if fields else None
 
 
