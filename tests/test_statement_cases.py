@@ -334,6 +334,11 @@ def test_every_case_is_judged_as_its_platform_judges_it(tmp_path, evaluator):
     assert wrong_verdicts(kept, removed, evaluator) == []
     assert all(kept[c.name].metadata.get("checker_inferred") == "statement" for c in CASES
                if c.name not in removed and c.name not in READ_NOTHING)
+    # each rule comes with the words that decided it
+    for case in CASES:
+        if case.kind == "stdin" and case.name not in removed and case.name not in READ_NOTHING:
+            rule = kept[case.name].metadata["checker_rule"]
+            assert any(sentence[:60] in rule for sentence in readings.sentences(case.statement)), (case.name, rule)
 
 
 READINGS = ["read_tolerance", "read_exact_decimals", "read_letter_case", "read_several_answers",
