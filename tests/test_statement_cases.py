@@ -105,7 +105,7 @@ CASES = [
     stdin("logins-are-case-insensitive",
           "Print the first login of the list in lowercase. Logins are case-insensitive, so 'Bob' and 'bob' are the "
           "same user.",
-          [("Bob alice\n", "bob\n"), ("CAT\n", "cat\n")],
+          [("Bob alice\n", "bob\n"), ("BOB carol\n", "bob\n")],
           P("print(input().split()[0].lower())", "bob\n", True),
           P("print(input().split()[0].upper())", "BOB\n", False)),
     stdin("in-any-case-mid-sentence",
@@ -119,11 +119,13 @@ CASES = [
           P("print('yes' if '0' in input().split() else 'no')", "yes\n", True),
           P("print('no' if '0' in input().split() else 'yes')", "no\n", False)),
     stdin("capitalised-word-of-the-story",
-          "Snuke runs the ABC contest and the ARC contest. Print the name of the contest with more problems, as it "
-          "is written in the input. You may print the answer in any case.",
-          [("abc 6\narc 4\n", "abc\n"), ("abc 2\narc 4\n", "arc\n")],
-          P("a = [input().split() for _ in range(2)]\nprint(max(a, key=lambda x: int(x[1]))[0].upper())", "ABC\n", True),
-          P("print('arc')", "arc\n", False)),
+          "The ABC company ranks its teams. Print the name of the team, exactly as it is written in the input, and "
+          "on the next line YES if it has more than 10 points, or NO otherwise. You can print YES and NO in any case.",
+          [("abc 5\n", "abc\nNO\n"), ("xyz 20\n", "xyz\nYES\n")],
+          P("n, p = input().split()\nprint(n)\nprint('yes' if int(p) > 10 else 'no')", "abc\nno\n", True),
+          # the company's name is not an answer word: the team's name must be printed as written
+          P("n, p = input().split()\nprint(n.upper() if n == 'abc' else n)\nprint('yes' if int(p) > 10 else 'no')",
+            "ABC\nno\n", False)),
     # ---- tolerances
     stdin("differs-by-at-most",
           "Print a / b. Your answer is accepted if it differs from the correct one by at most 10^{-9}.",
