@@ -39,6 +39,7 @@ def test_an_error_bound_in_any_wording(sentence, value, kind):
     "Due to an error in transmission, Bob received a string of 10 - 5 keys.",
     "Every adjacent pair of words differs by a single letter.",
     "The testcases are generated such that there are no cases targeting precision.",
+    "If the total error is at most 0.5, print YES.",
 ])
 def test_a_sentence_that_bounds_no_error_sets_no_tolerance(sentence):
     assert readings.read_tolerance(sentence) is None

@@ -71,10 +71,12 @@ _ERROR_WORDS = re.compile(
     r"|\bdiffers? (?:from|by)\b[^.]{0,60}?\b(?:correct|actual|true|jury's|expected|right)\b"
     r"|\b(?:correct|accepted|precision|accuracy|tolerance)\b[^.]{0,60}?\b(?:up to|within|at most|not exceed)\b",
     re.IGNORECASE)
-# ... and of the answer being accepted, or of the printed answer ("Print the answer with an
-# absolute or relative error of at most 10^{-9}").
+# ... and of the answer being accepted, or of the answer printed with an error ("Print the
+# answer with an absolute or relative error of at most 10^{-9}"; not "if the total error
+# is at most 0.5, print YES").
 _ACCEPTANCE = re.compile(r"\b(?:correct|accepted|accept|allowed|permitted|tolerated|considered|checker|judged|precision|accuracy|tolerance|"
-                         r"true value|actual answer|print|printed|output|outputs)\b", re.IGNORECASE)
+                         r"true value|actual answer)\b"
+                         r"|\b(?:print|output)\b[^.]{0,80}?\bwith an?\b[^.]{0,40}?\berror\b", re.IGNORECASE)
 _ERROR_KINDS = re.compile(r"\b(absolute|relative)\b", re.IGNORECASE)
 
 
