@@ -115,6 +115,7 @@ def test_the_printed_order(sentence, order):
     ("Print k followed by the k indices in any order.", ["3 1 2 5\n", "1 4\n"], "tokens, count first"),
     ("First print the number of indices, then the indices in any order, one on each line.", ["2\n4\n1\n"],
      "lines, count first"),
+    ("Print k, then the indices in any order, one on each line.", ["2\n4\n1\n", "0\n"], "lines, count first"),
     ("Print k followed by the k indices in any order.", ["3\n1 2 5\n"], "tokens"),  # the count has its own line
     ("Print the indices in any order.", ["2 1 3\n"], "tokens"),  # no count spoken of: 2 is an index
 ])

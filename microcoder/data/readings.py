@@ -271,9 +271,9 @@ _LINE_THINGS = re.compile(r"\b(?:lines|pairs?|edges?|rows?|segments?|queries|ope
                           r"(?:each |one )?on (?:a )?separate lines?|one per line|one on each line|"
                           r"(?:each )?on (?:its|their) own lines?|(?:each |one )?on a new line)\b", re.IGNORECASE)
 # A count printed before the items: "print k, followed by the k indices", "first print
-# the number of ...", "print m, then the edges".
+# the number of ...", "print m, then the edges" (only a cue: the outputs must show it).
 _COUNT_FIRST = re.compile(r"\bfollowed by\b|\bfirst\b[^.]{0,60}?\b(?:number|count|integer|size|how many)\b"
-                          r"|\b(?:number|count|size|integer [a-z])\b[^.]{0,60}?\bthen\b", re.IGNORECASE)
+                          r"|\b(?:number|count|size|integer [a-z]|[kmn])\b[^.]{0,60}?\bthen\b", re.IGNORECASE)
 
 
 def _frees_order(sentence: str, result_words: re.Pattern) -> str | None:
