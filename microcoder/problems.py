@@ -95,6 +95,12 @@ class Checker(BaseModel):
     """`stdin`: the tokens of each expected line may come in any order (compared as a
     multiset, line breaks counting as whitespace as ever): "print the k indices in any
     order" after a first line holding k. Left out of the JSON when false."""
+    leading_count: bool = False
+    """`stdin`, with `unordered_tokens` or `unordered_lines`: the output prints a count
+    before the items whose order is free, and it stays in place ("print k, followed by
+    the k indices in any order"): the first token of each line (unordered_tokens: "3 1 2
+    5" is not "1 2 5 3") or the first line (unordered_lines). Left out of the JSON when
+    false."""
     exact_decimals: bool = False
     """`stdin`: decimal tokens compare as text, as integers do ("print the value rounded
     to exactly two digits after the decimal point": 0.3 is not 0.30). Left out of the
@@ -124,7 +130,7 @@ class Checker(BaseModel):
 
 
 _LATER_FIELD_DEFAULTS = {"float_tolerance_kind": "either", "case_insensitive_words": [], "unordered_tokens": False,
-                         "exact_decimals": False}
+                         "leading_count": False, "exact_decimals": False}
 
 
 class Problem(BaseModel):
@@ -174,7 +180,7 @@ class Problem(BaseModel):
         if self.kind == "call" and not self.entry_point:
             raise FieldError("entry_point", "a `call` problem needs `entry_point`")
         if self.checker is not None and self.kind != "stdin":
-            for name in ("case_insensitive_words", "unordered_tokens", "exact_decimals"):
+            for name in ("case_insensitive_words", "unordered_tokens", "leading_count", "exact_decimals"):
                 if getattr(self.checker, name):
                     raise FieldError(f"checker.{name}", f"only `stdin` problems have `{name}`")
         if self.checker is not None and self.checker.unordered_levels:

@@ -194,6 +194,8 @@ def test_stdin_checks_from_statement(tmp_path):
     ]
     problems, rejects = load_problems(write_json(tmp_path / "lcb.json", records))
     assert problems[0].checker is not None and problems[0].checker.float_tolerance == pytest.approx(1e-6)
+    assert problems[0].metadata["checker_rule"] == (
+        "tolerance 1e-06 (either): 'Your answer is accepted if its absolute or relative error is at most 10^{-6}.'")
     assert [r.reason for r in rejects] == ["several correct outputs", "interactive"]
 
 

@@ -23,6 +23,12 @@ from microcoder.problems import Checker, Problem, ProblemFormatError, parse_prob
     ("The error of your answer must be at most 10**-3 to be accepted.", 1e-3, "absolute"),
     ("It is correct if its relative error is at most 1e-7.", 1e-7, "relative"),
     ("It is at least 0.5; answers within 10^-6 of the correct answer are accepted.", 1e-6, "absolute"),
+    ("Print the answer with an absolute or relative error of at most 10^{-9}.", 1e-9, "either"),
+    ("Output a real number with an absolute or relative error not exceeding 10^{-9}.", 1e-9, "either"),
+    ("Your answer is correct if its relative error is less than 0.5%.", 0.005, "relative"),
+    ("Your answer is accepted if its absolute error does not exceed $2 \\cdot 10^{-6}$.", 2e-6, "absolute"),
+    ("Your answer is accepted if its absolute error does not exceed 5 \\cdot 10^{-3}.", 5e-3, "absolute"),
+    ("Your answer is accepted if its absolute error does not exceed 1.5e-6.", 1.5e-6, "absolute"),
 ])
 def test_an_error_bound_in_any_wording(sentence, value, kind):
     tolerance = readings.read_tolerance("Print the area. " + sentence)
@@ -33,6 +39,7 @@ def test_an_error_bound_in_any_wording(sentence, value, kind):
     "Due to an error in transmission, Bob received a string of 10 - 5 keys.",
     "Every adjacent pair of words differs by a single letter.",
     "The testcases are generated such that there are no cases targeting precision.",
+    "If the total error is at most 0.5, print YES.",
 ])
 def test_a_sentence_that_bounds_no_error_sets_no_tolerance(sentence):
     assert readings.read_tolerance(sentence) is None
@@ -52,6 +59,22 @@ def test_letter_case_frees_the_named_answers_only():
     assert readings.read_letter_case("Print the string. You may print each letter in any case.", ["abc"]).words == ()
     # YES and NO both, even when the tests only print one of them
     assert readings.read_letter_case(statement, ["YES\nabc"]).words == ("NO", "YES")
+
+
+@pytest.mark.parametrize("statement, outputs, words", [
+    ("Print the first word. Note that string comparison here is case-insensitive.", ["alice"], None),
+    ("Print the first login in lowercase. Logins are case-insensitive, so 'Bob' and 'bob' are the same user.",
+     ["bob"], None),
+    ("Print the number of steps and the final string; in any case print the number of steps first.", ["2 abc"], None),
+    ("Print YES (case-insensitive) if the array contains a zero, and NO otherwise.", ["YES"], ("NO", "YES")),
+    ("For each test case, first print either YES or NO (in any case).", ["NO"], ("NO", "YES")),
+    # a capitalised word of the story is not an answer word; the sentence frees every token
+    ("Snuke runs the ABC contest. Print the name of the contest in lowercase. You may print each letter in any case.",
+     ["abc"], ()),
+])
+def test_letter_case_read_from_the_sentences_about_the_output(statement, outputs, words):
+    found = readings.read_letter_case(statement, outputs)
+    assert (None if found is None else found.words) == words
 
 
 @pytest.mark.parametrize("sentence, kind, several", [
@@ -81,6 +104,26 @@ def test_the_printed_order(sentence, order):
     assert (None if found is None else "lines" if found.lines else "tokens") == order
 
 
+@pytest.mark.parametrize("statement, outputs, order", [
+    ("Print the indices in any order, one on each line.", [], "lines"),
+    ("Print the indices, each on its own line; the indices may be printed in any order.", [], "lines"),
+    ("Print the indices in any order, each on a new line.", [], "lines"),
+    # one token a line in every expected output: the lines are the items
+    ("Print the indices in any order.", ["2\n1\n3\n", "5\n"], "lines"),
+    ("Print the indices in any order.", ["2 1 3\n", "5\n"], "tokens"),
+    # a count before the items stays in place where the statement speaks of one and the outputs have it
+    ("Print k followed by the k indices in any order.", ["3 1 2 5\n", "1 4\n"], "tokens, count first"),
+    ("First print the number of indices, then the indices in any order, one on each line.", ["2\n4\n1\n"],
+     "lines, count first"),
+    ("Print k, then the indices in any order, one on each line.", ["2\n4\n1\n", "0\n"], "lines, count first"),
+    ("Print k followed by the k indices in any order.", ["3\n1 2 5\n"], "tokens"),  # the count has its own line
+    ("Print the indices in any order.", ["2 1 3\n"], "tokens"),  # no count spoken of: 2 is an index
+])
+def test_lines_or_tokens_and_the_count_from_the_words_and_the_outputs(statement, outputs, order):
+    found = readings.read_stdin_order(statement, outputs)
+    assert ("lines" if found.lines else "tokens") + (", count first" if found.leading_count else "") == order
+
+
 @pytest.mark.parametrize("sentence, frees", [
     ("The order of the elements in the result does not matter.", True),
     ("Return an array that consists of indices of peaks in the given array in any order.", True),
@@ -95,7 +138,7 @@ def test_the_result_order(sentence, frees):
 def test_the_new_fields_are_left_out_of_the_json_at_their_defaults_and_kept_otherwise(tmp_path):
     assert json.loads(Checker(case_insensitive=True).model_dump_json()) == {
         "float_tolerance": None, "case_insensitive": True, "unordered_lines": False, "unordered_levels": [], "python": None}
-    checker = Checker(case_insensitive_words=["NO", "YES"], unordered_tokens=True, exact_decimals=True)
+    checker = Checker(case_insensitive_words=["NO", "YES"], unordered_tokens=True, leading_count=True, exact_decimals=True)
     problem = Problem(id="p", prompt="", kind="stdin", tests=[{"input": "", "output": "YES"}], checker=checker)
     assert parse_problem(json.loads(problem.model_dump_json())).checker == checker
     assert parquet_row_to_problem(problem_to_parquet_row(problem)).checker == checker
@@ -120,6 +163,12 @@ def test_the_judge_applies_each_field():
     assert not judge_stdout("3\n1 2 3", "1\n3 2 3", tokens)[0]  # the count stays first
     assert not judge_stdout("3\n1 2 3", "3\n1 2 2", tokens)[0]
     assert judge_stdout("2\n0.5 1", "2\n1.0 0.5000001", Checker(unordered_tokens=True, float_tolerance=1e-6))[0]
+    counted = Checker(unordered_tokens=True, leading_count=True)
+    assert judge_stdout("3 1 2 5\n", "3 5 2 1\n", counted)[0]
+    assert not judge_stdout("3 1 2 5\n", "1 2 5 3\n", counted)[0] and judge_stdout("3 1 2 5\n", "1 2 5 3\n", tokens)[0]
+    lines_counted = Checker(unordered_lines=True, leading_count=True)
+    assert judge_stdout("2\n1\n3\n", "2\n3\n1\n", lines_counted)[0]
+    assert not judge_stdout("1\n2\n", "2\n1\n", lines_counted)[0]
 
 
 def test_stdin_checker_combines_the_readings():

@@ -96,6 +96,36 @@ CASES = [
           P("d = ['monday','tuesday','wednesday','thursday','friday','saturday','sunday']\n"
             "print(d[(d.index(input()) + 1) % 7].upper())", "TUESDAY\n", True),
           P("print('wednesday')", "wednesday\n", False)),
+    stdin("case-insensitive-comparison-is-not-the-output",
+          "Given two words, print the one that comes first in the dictionary, as it is written in the input. "
+          "Note that string comparison here is case-insensitive.",
+          [("Bob alice\n", "alice\n"), ("cat Dog\n", "cat\n")],
+          P("print(min(input().split(), key=str.lower))", "alice\n", True),
+          P("print(min(input().split(), key=str.lower).upper())", "ALICE\n", False)),
+    stdin("logins-are-case-insensitive",
+          "Print the first login of the list in lowercase. Logins are case-insensitive, so 'Bob' and 'bob' are the "
+          "same user.",
+          [("Bob alice\n", "bob\n"), ("BOB carol\n", "bob\n")],
+          P("print(input().split()[0].lower())", "bob\n", True),
+          P("print(input().split()[0].upper())", "BOB\n", False)),
+    stdin("in-any-case-mid-sentence",
+          "Print the length of s and then s reversed; in any case print the length first.",
+          [("abc\n", "3\ncba\n"), ("xy\n", "2\nyx\n")],
+          P("s = input()\nprint(len(s))\nprint(s[::-1])", "3\ncba\n", True),
+          P("s = input()\nprint(len(s))\nprint(s[::-1].upper())", "3\nCBA\n", False)),
+    stdin("yes-case-insensitive-beside-contains",
+          "Print YES (case-insensitive) if the array contains a zero, and NO otherwise.",
+          [("1 0 2\n", "YES\n"), ("1 2\n", "NO\n")],
+          P("print('yes' if '0' in input().split() else 'no')", "yes\n", True),
+          P("print('no' if '0' in input().split() else 'yes')", "no\n", False)),
+    stdin("capitalised-word-of-the-story",
+          "The ABC company ranks its teams. Print the name of the team, exactly as it is written in the input, and "
+          "on the next line YES if it has more than 10 points, or NO otherwise. You can print YES and NO in any case.",
+          [("abc 5\n", "abc\nNO\n"), ("xyz 20\n", "xyz\nYES\n")],
+          P("n, p = input().split()\nprint(n)\nprint('yes' if int(p) > 10 else 'no')", "abc\nno\n", True),
+          # the company's name is not an answer word: the team's name must be printed as written
+          P("n, p = input().split()\nprint(n.upper() if n == 'abc' else n)\nprint('yes' if int(p) > 10 else 'no')",
+            "ABC\nno\n", False)),
     # ---- tolerances
     stdin("differs-by-at-most",
           "Print a / b. Your answer is accepted if it differs from the correct one by at most 10^{-9}.",
@@ -117,6 +147,22 @@ CASES = [
           [("1\n", "0.142857142857\n"), ("10\n", "1.428571428571\n")],
           P("print(f'{int(input()) / 7:.4f}')", "0.1429\n", True),
           P("print(f'{int(input()) / 7:.2f}')", "0.14\n", False)),
+    stdin("print-the-answer-with-an-error-bound",
+          "Print a / b with an absolute or relative error of at most 10^{-9}.",
+          [("1 3\n", "0.333333333333\n"), ("2 3\n", "0.666666666667\n")],
+          P("a, b = map(int, input().split())\nprint(f'{a / b:.12f}')", "0.333333333333\n", True),
+          P("a, b = map(int, input().split())\nprint(f'{a / b:.6f}')", "0.333333\n", False)),
+    stdin("bound-with-a-multiplier",
+          "Print the average of the numbers. Your answer is correct if its absolute error does not exceed "
+          "$5 \\cdot 10^{-3}$.",
+          [("1 2\n", "1.5\n"), ("2 2\n", "2.0\n")],
+          P("x = list(map(int, input().split()))\nprint(sum(x) / len(x) + 0.004)", "1.504\n", True),
+          P("x = list(map(int, input().split()))\nprint(sum(x) / len(x) + 0.006)", "1.506\n", False)),
+    stdin("relative-error-in-percent",
+          "Print the total weight. Your answer is correct if its relative error is less than 0.5%.",
+          [("100 100\n", "200\n"), ("1 2\n", "3\n")],
+          P("print(sum(map(int, input().split())) * 1.004)", "200.8\n", True),
+          P("print(sum(map(int, input().split())) * 1.1)", "220.00000000000003\n", False)),
     call("call-tolerance-within",
          "Return the mean of nums. Answers within 10^-2 of the actual answer will be accepted.",
          SUM_STARTER.format(returns="float"), [("[1, 2]", "1.5"), ("[1, 1]", "1.0")],
@@ -185,6 +231,26 @@ CASES = [
             "1 3\n2 3\n1 2\n", True),
           P("n = int(input())\nfor j in range(2, n + 1):\n    for i in range(1, j):\n        print(j, i)",
             "2 1\n3 1\n3 2\n", False)),
+    stdin("indices-one-on-each-line",
+          "Print the positions of the even values in any order, one on each line.",
+          [("3\n2 3 4\n", "1\n3\n"), ("2\n6 8\n", "1\n2\n")],
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(*v[::-1], sep='\\n')", "3\n1\n", True),
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split()))]\n"
+            "print(*v[:2], sep='\\n')", "1\n2\n", False)),
+    stdin("one-token-a-line-in-every-output",
+          "Print the positions of the even values. The positions may be printed in any order.",
+          [("3\n2 3 4\n", "1\n3\n"), ("2\n6 8\n", "1\n2\n")],
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(*v[::-1], sep='\\n')", "3\n1\n", True)),
+    stdin("count-followed-by-the-items",
+          "Print k, the number of even values, followed by their positions in any order, all on one line.",
+          [("3\n2 3 4\n", "2 1 3\n"), ("4\n6 8 1 2\n", "3 1 2 4\n")],
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(len(v), *v[::-1])", "2 3 1\n", True),
+          # the same tokens, the count last: the platform's checker reads the first token as k
+          P("input()\nv = [i + 1 for i, x in enumerate(map(int, input().split())) if x % 2 == 0]\n"
+            "print(*v, len(v))", "1 3 2\n", False)),
     # ---- a sentence about the task frees nothing
     call("tasks-in-any-order",
          "Return the finishing time of each task, in the order the tasks are given. The tasks can be done in any "
@@ -260,11 +326,21 @@ def evaluator():
         yield evaluator
 
 
+READ_NOTHING = {"in-any-case-meaning-anyway", "in-any-case-mid-sentence", "case-insensitive-comparison-is-not-the-output",
+                "logins-are-case-insensitive", "tasks-in-any-order"}
+"""The cases whose statements set no checker (a sentence about the task, not the output)."""
+
+
 def test_every_case_is_judged_as_its_platform_judges_it(tmp_path, evaluator):
     kept, removed = validated(tmp_path)
     assert wrong_verdicts(kept, removed, evaluator) == []
     assert all(kept[c.name].metadata.get("checker_inferred") == "statement" for c in CASES
-               if c.name not in removed and not c.name.startswith(("in-any-case", "tasks-in")))
+               if c.name not in removed and c.name not in READ_NOTHING)
+    # each rule comes with the words that decided it
+    for case in CASES:
+        if case.kind == "stdin" and case.name not in removed and case.name not in READ_NOTHING:
+            rule = kept[case.name].metadata["checker_rule"]
+            assert any(sentence[:60] in rule for sentence in readings.sentences(case.statement)), (case.name, rule)
 
 
 READINGS = ["read_tolerance", "read_exact_decimals", "read_letter_case", "read_several_answers",

@@ -36,7 +36,7 @@ def arrow_schema():
 
     checker = pa.struct([("float_tolerance", pa.float64()), ("float_tolerance_kind", pa.string()),
                          ("case_insensitive", pa.bool_()), ("case_insensitive_words", pa.list_(pa.string())),
-                         ("unordered_lines", pa.bool_()), ("unordered_tokens", pa.bool_()),
+                         ("unordered_lines", pa.bool_()), ("unordered_tokens", pa.bool_()), ("leading_count", pa.bool_()),
                          ("unordered_levels", pa.list_(pa.int64())), ("exact_decimals", pa.bool_()),
                          ("python", pa.string())])
     return pa.schema([

@@ -160,7 +160,7 @@ def reading_of(statement: Statement) -> dict[str, Any]:
     letter_case = readings.read_letter_case(statement.text, statement.outputs)
     if letter_case is not None:
         found["letter_case"] = ",".join(letter_case.words) or "*"
-    order = readings.read_stdin_order(statement.text)
+    order = readings.read_stdin_order(statement.text, statement.outputs)
     if order is not None:
         found["stdin_order"] = "lines" if order.lines else "tokens"
     return found
@@ -308,6 +308,7 @@ def datasheet_section(problems: list[Any], removals: list[dict], source_paths: l
         count("every token in any letter case (case_insensitive)", checker.case_insensitive)
         count("each line's tokens in any order (unordered_tokens)", checker.unordered_tokens)
         count("lines in any order (unordered_lines)", checker.unordered_lines)
+        count("a count before the free items stays first (leading_count)", checker.leading_count)
         count("result in any order (unordered_levels)", checker.unordered_levels)
         if checker.case_insensitive_words:
             key = "/".join(checker.case_insensitive_words)

@@ -21,7 +21,10 @@ hand-labelled real statements of every shared source):
   it, so the pipeline removes it.
 - `read_stdin_order` and `read_result_order`: the printed items or the returned list may
   come in any order ("You may print the elements in any order", "the order of the
-  elements in the result does not matter", "Return the answer in any order").
+  elements in the result does not matter", "Return the answer in any order"); for stdin,
+  whether the items are lines or each line's tokens (from the words, "one on each line",
+  and from the expected outputs: one token a line in every one is lines), and whether a
+  count printed before them stays in place ("print k, followed by the k indices").
 
 A sentence that describes the task rather than the output frees nothing: "In any case, s
 contains ..." (meaning anyway), "the tasks can be done in any order", "a permutation is
@@ -49,13 +52,15 @@ def sentences(statement: str) -> Iterator[str]:
 
 # ------------------------------------------------------------------ tolerance
 
-# A power of ten with a negative exponent as statements write it: 10^{-6}, 10^-6, 10^(-6),
-# 10 ^ {-5}, $10^{-6}$, 10**-6, 1e-6, 1E-6, and LeetCode's "10-5" (a superscript lost in
-# the text), or a plain decimal such as 0.01 or 0.000001.
-_POWER = re.compile(r"10\s*(?:\^|\*\*)\s*\{?\s*\(?\s*[-−–]\s*(\d+)\s*\)?\s*\}?"
-                    r"|\b1(?:\.0*)?\s*[eE]\s*[-−–]\s*(\d+)\b"
+# A power of ten with a negative exponent as statements write it, with or without a
+# multiplier: 10^{-6}, 10^-6, 10^(-6), 10 ^ {-5}, $10^{-6}$, 10**-6, 2 \cdot 10^{-6},
+# 5 x 10^-3, 1e-6, 1.5e-6, 1E-6, and LeetCode's "10-5" (a superscript lost in the text);
+# or a plain decimal such as 0.01 or 0.000001, or a percentage ("0.5%").
+_MULTIPLIER = r"(?:(\d+(?:\.\d+)?)\s*(?:\\cdot|\\times|\*|×|·|x)\s*)?"
+_POWER = re.compile(_MULTIPLIER + r"\$?10\s*(?:\^|\*\*)\s*\{?\s*\(?\s*[-−–]\s*(\d+)\s*\)?\s*\}?"
+                    r"|\b(\d+(?:\.\d+)?)\s*[eE]\s*[-−–]\s*(\d+)\b"
                     r"|\b10\s*[-−–]\s*(\d)\b(?![\d.])")
-_DECIMAL_BOUND = re.compile(r"(?<![\d.])(0\.0*[1-9]\d*)\b")
+_DECIMAL_BOUND = re.compile(r"(?<![\d.])(0\.0*[1-9]\d*|\d+(?:\.\d+)?(?=\s*(?:%|percent\b)))\b\s*(%|percent\b)?")
 # What makes a number in a sentence an error bound: the sentence speaks of an error, a
 # difference from the right answer, a tolerance or precision, and of being accepted.
 _ERROR_WORDS = re.compile(
@@ -66,8 +71,12 @@ _ERROR_WORDS = re.compile(
     r"|\bdiffers? (?:from|by)\b[^.]{0,60}?\b(?:correct|actual|true|jury's|expected|right)\b"
     r"|\b(?:correct|accepted|precision|accuracy|tolerance)\b[^.]{0,60}?\b(?:up to|within|at most|not exceed)\b",
     re.IGNORECASE)
+# ... and of the answer being accepted, or of the answer printed with an error ("Print the
+# answer with an absolute or relative error of at most 10^{-9}"; not "if the total error
+# is at most 0.5, print YES").
 _ACCEPTANCE = re.compile(r"\b(?:correct|accepted|accept|allowed|permitted|tolerated|considered|checker|judged|precision|accuracy|tolerance|"
-                         r"true value|actual answer)\b", re.IGNORECASE)
+                         r"true value|actual answer)\b"
+                         r"|\b(?:print|output)\b[^.]{0,80}?\bwith an?\b[^.]{0,40}?\berror\b", re.IGNORECASE)
 _ERROR_KINDS = re.compile(r"\b(absolute|relative)\b", re.IGNORECASE)
 
 
@@ -88,9 +97,9 @@ def read_tolerance(statement: str) -> Tolerance | None:
         power = _POWER.search(sentence)  # a power of ten is the bound wherever it stands; a decimal
         decimal = None if power else _DECIMAL_BOUND.search(sentence)  # only when there is none
         if power is not None:
-            value = 10.0 ** -int(next(group for group in power.groups() if group))
+            value = _power_value(power)
         elif decimal is not None:
-            value = float(decimal.group(1))
+            value = float(decimal.group(1)) / (100 if decimal.group(2) else 1)
         else:
             continue
         if not 0 < value < 1:
@@ -99,6 +108,16 @@ def read_tolerance(statement: str) -> Tolerance | None:
         kind = kinds.pop() if len(kinds) == 1 else "either" if kinds else "absolute"
         return Tolerance(value, kind, sentence)
     return None
+
+
+def _power_value(power: re.Match) -> float:
+    """The value of a `_POWER` match: multiplier x 10^-exponent."""
+    multiplier, exponent, mantissa, e_exponent, lost_exponent = power.groups()
+    if e_exponent is not None:
+        return float(f"{mantissa}e-{e_exponent}")
+    if exponent is not None:
+        return float(f"{multiplier or 1}e-{exponent}")
+    return float(f"1e-{lost_exponent}")
 
 
 # ------------------------------------------------------------------ rounding
@@ -130,7 +149,17 @@ _ANY_CASE = re.compile(
     r"|\b(?:case[- ]insensitive|regardless of (?:the )?(?:letter )?case)\b(?![^.]{0,40}\b(?:input|given|compar\w*|match\w*)\b)"
     r"|\b(?:will|would) (?:all )?be (?:recognized|accepted|considered) as (?:a )?(?:positive|negative)",
     re.IGNORECASE)
-_NOT_OUTPUT = re.compile(r"^\s*in any case\b|\b(?:you are given|consists? of|contains?|treat)\b", re.IGNORECASE)
+# A sentence that says what to print: where the answer words are named.
+_PRINT_SENTENCE = re.compile(r"\b(?:print|printed|output|outputs|write)\b", re.IGNORECASE)
+# "In any case" meaning anyway: at a sentence's or a clause's start, or before a comma ("In
+# any case, s contains ...", "...; in any case print the number of steps first"); not
+# "print YES or NO (in any case)".
+_ANYWAY = re.compile(r"(?:^|[;:])\s*in any case\b|\bin any case\s*,", re.IGNORECASE)
+# A sentence about the output says so; one about the input, or about how the task compares
+# strings ("string comparison here is case-insensitive", "'Bob' and 'bob' are the same
+# user"), frees nothing of the output.
+_OUTPUT_WORDS = re.compile(r"\b(?:print|printed|output|outputs|write|answers?|respon\w*|recogni[sz]ed)\b", re.IGNORECASE)
+_NOT_OUTPUT = re.compile(r"\b(?:you are given|input|compar\w*|match\w*|treat\w*|the same)\b", re.IGNORECASE)
 # Words a statement names as answers: quoted, in \texttt{}, or in capitals.
 _NAMED_WORD = re.compile(r"[\"“'«`]([A-Za-z]{2,})[\"”'»`]|\\texttt\{([A-Za-z]{2,})\}|\b([A-Z]{2,})\b")
 _YES_NO = ("YES", "NO")
@@ -143,19 +172,27 @@ class LetterCase:
     sentence: str
 
 
+def _frees_case(sentence: str) -> bool:
+    """Whether the sentence lets the output be printed in any letter case."""
+    return bool(_ANY_CASE.search(_ANYWAY.sub(" ", sentence)) and _OUTPUT_WORDS.search(sentence)
+                and not _NOT_OUTPUT.search(sentence))
+
+
 def read_letter_case(statement: str, outputs: Iterable[str] = ()) -> LetterCase | None:
     """Which answers may be printed in any letter case, or None when the statement frees
-    none. The words are those the statement names (quoted, \\texttt, capitals) that the
-    expected outputs print as whole tokens, YES and NO among them where the sentence
-    speaks of a positive answer ("yEs ... will be recognized as a positive response");
-    without any, the whole output's case is free."""
-    found = next((sentence for sentence in sentences(statement)
-                  if _ANY_CASE.search(sentence) and not _NOT_OUTPUT.search(sentence)), None)
+    none. The words are those that the sentence freeing the case, or a sentence saying
+    what to print, names (quoted, \\texttt, capitals) and that the expected outputs print
+    as whole tokens, YES and NO among them where the sentence speaks of a positive answer
+    ("yEs ... will be recognized as a positive response"); without any, the whole
+    output's case is free."""
+    found = next((sentence for sentence in sentences(statement) if _frees_case(sentence)), None)
     if found is None:
         return None
     printed = {token.casefold() for output in outputs for token in output.split()}
-    named = {next(group for group in match.groups() if group) for match in _NAMED_WORD.finditer(statement)}
-    words = {word.upper() for word in named if word.casefold() in printed and word.upper() not in ("I", "A")}
+    naming = [found] + [sentence for sentence in sentences(statement) if _PRINT_SENTENCE.search(sentence)]
+    named = {next(group for group in match.groups() if group)
+             for sentence in naming for match in _NAMED_WORD.finditer(sentence)}
+    words = {word.upper() for word in named if word.casefold() in printed}
     speaks_of_yes = re.search(r"positive|negative|\byes\b", found, re.IGNORECASE) or words & set(_YES_NO)
     if speaks_of_yes and {"yes", "no"} & {w.casefold() for w in named}:
         words.update(_YES_NO)  # both answers, whichever the tests happen to print
@@ -230,8 +267,13 @@ _RESULT_WORDS = re.compile(r"\b(?:return|returned|returns|answer|answers|result|
 _PRINT_WORDS = re.compile(r"\b(?:print|printed|output|outputs|outputted|write|written|answer|answers)\b", re.IGNORECASE)
 _DEFINITION = re.compile(r"\b(?:is an? (?:array|sequence|set|string|list)|consisting of|is defined)\b", re.IGNORECASE)
 # Things printed one a line, so that their order is the lines' order.
-_LINE_THINGS = re.compile(r"\b(?:lines|pairs?|edges?|rows?|segments?|queries|operations?|moves?|triples?|"
-                          r"intervals?|each on (?:a )?separate line|one per line)\b", re.IGNORECASE)
+_LINE_THINGS = re.compile(r"\b(?:lines|pairs?|edges?|rows?|segments?|queries|operations?|moves?|triples?|intervals?|"
+                          r"(?:each |one )?on (?:a )?separate lines?|one per line|one on each line|"
+                          r"(?:each )?on (?:its|their) own lines?|(?:each |one )?on a new line)\b", re.IGNORECASE)
+# A count printed before the items: "print k, followed by the k indices", "first print
+# the number of ...", "print m, then the edges" (only a cue: the outputs must show it).
+_COUNT_FIRST = re.compile(r"\bfollowed by\b|\bfirst\b[^.]{0,60}?\b(?:number|count|integer|size|how many)\b"
+                          r"|\b(?:number|count|size|integer [a-z]|[kmn])\b[^.]{0,60}?\bthen\b", re.IGNORECASE)
 
 
 def _frees_order(sentence: str, result_words: re.Pattern) -> str | None:
@@ -276,14 +318,29 @@ class StdinOrder:
     lines: bool
     """The printed lines may come in any order (else the tokens of each line)."""
     sentence: str
+    leading_count: bool = False
+    """A count printed before the items stays in place (`Checker.leading_count`)."""
 
 
-def read_stdin_order(statement: str) -> StdinOrder | None:
+def read_stdin_order(statement: str, outputs: Iterable[str] = ()) -> StdinOrder | None:
     """Whether a stdin problem's printed items may come in any order, and which: the
-    lines ("You can print the pairs in any order", "print the lines in any order") or the
-    tokens of each line ("print the indices in any order", "The order of the output does
-    not matter")."""
+    lines ("You can print the pairs in any order", "print the indices in any order, one
+    on each line", or any order where every expected output prints one token a line) or
+    the tokens of each line ("print the indices in any order", "The order of the output
+    does not matter"). A count printed before the items stays in place where the
+    statement speaks of one ("print k, followed by ...") and every expected output has
+    it: the first token of each line is the number of the line's other tokens (tokens),
+    or the first line the number of the other lines (lines)."""
     for sentence in sentences(statement):
         if _frees_order(sentence, _PRINT_WORDS):
-            return StdinOrder(bool(_LINE_THINGS.search(sentence)), sentence)
+            lines_of = [[line.split() for line in output.splitlines() if line.split()] for output in outputs]
+            lines_of = [lines for lines in lines_of if lines]
+            lines = bool(_LINE_THINGS.search(sentence)) or bool(lines_of) and all(
+                len(tokens) == 1 for lines in lines_of for tokens in lines)
+            if lines:
+                counted = all(lines[0] == [str(len(lines) - 1)] for lines in lines_of)
+            else:
+                counted = all(tokens[0] == str(len(tokens) - 1) for lines in lines_of for tokens in lines)
+            counted = counted and bool(lines_of) and bool(_COUNT_FIRST.search(statement))
+            return StdinOrder(lines, sentence, counted)
     return None

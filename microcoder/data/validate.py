@@ -14,7 +14,7 @@ Per problem, in order:
    call ones ("Return any array that satisfies this condition", reason "several
    answers, no checker"). Otherwise the statement may set the checker
    (`metadata.checker_inferred = "statement"`, the rules in `metadata.checker_rule`):
-   stdin problems without one get `stdin_checker` (an error bound, exact decimals, the
+   stdin problems without one get `stdin_reading` (an error bound, exact decimals, the
    answer words in any letter case, the lines or each line's tokens in any order); call
    problems get a stated error bound ("within 10^-5 of the actual answer") and, where
    the result is a list whose statement says it may come "in any order",
@@ -61,7 +61,7 @@ from typing import Any
 from microcoder.data import readings
 from microcoder.data.config import PipelineConfig, ValidateConfig
 from microcoder.data.literals import NotRepresentable, find_signature
-from microcoder.data.sources.common import signature_misfit, stdin_checker, unjudgeable_statement
+from microcoder.data.sources.common import signature_misfit, stdin_reading, unjudgeable_statement
 from microcoder.data.records import Reject
 from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.evaluator.compare import judge_call
@@ -346,12 +346,11 @@ def _infer_checker(problem: Problem) -> str | None:
         return "; ".join(rules)
     if problem.checker is not None:
         return None
-    inferred = stdin_checker(problem.prompt, [test.output for test in problem.tests])
+    inferred = stdin_reading(problem.prompt, [test.output for test in problem.tests])
     if inferred is None:
         return None
-    problem.checker = inferred
-    return ", ".join(name for name, value in inferred.model_dump(exclude_defaults=True).items()
-                     if value and name != "float_tolerance_kind")
+    problem.checker, rules = inferred
+    return rules
 
 
 def reference_key(problem: Problem) -> str:

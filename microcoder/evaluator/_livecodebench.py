@@ -14,7 +14,8 @@ lcb_runner/evaluation/testing_util.py (`run_test`, `grade_stdio`, `grade_call_ba
   grader's own imports), whose imports call functions the guard removes (numpy's calls
   os.putenv): they are imported here first too, so that `import numpy` finds numpy
   loaded, as there. To spare the ~0.1 s of CPU this costs, only for a program that
-  imports something they could be reached through (`HARNESS_LOADED`).
+  imports something they could be reached through, or names one of them, or imports by a
+  computed name (`HARNESS_LOADED`, `load_harness_modules`).
 - The program is preceded by a header of star imports (string, re, datetime, collections,
   heapq, bisect, copy, math, random, statistics, itertools, functools, operator, io,
   sys, json, builtins, typing), plain imports of most of them, and a recursion limit of
@@ -83,14 +84,12 @@ SET_TAG = "\x00set"  # as _zygote.SET_TAG
 
 def load_harness_modules(source: str, ast) -> None:
     """Import `HARNESS_LOADED` (those installed) when the program imports one of them or a
-    module outside the standard library (see `HARNESS_LOADED`)."""
-    try:
-        tree = ast.parse(source)
-    except Exception:  # noqa: BLE001 - it will not compile: nothing of it runs
-        return
-    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    names |= {node.module.split(".")[0] for node in ast.walk(tree)
-              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    module outside the standard library (see `HARNESS_LOADED`), or may import one by a
+    name it computes (`__import__`, `importlib.import_module`), or names one anywhere."""
+    if any(name in source for name in HARNESS_LOADED + ("__import__", "import_module")):
+        names = set(HARNESS_LOADED)
+    else:
+        names = _imported_names(source, ast)
     if not any(name in HARNESS_LOADED or name not in sys.stdlib_module_names for name in names):
         return
     for name in HARNESS_LOADED:
@@ -98,6 +97,17 @@ def load_harness_modules(source: str, ast) -> None:
             __import__(name)
         except ImportError:
             pass
+
+
+def _imported_names(source: str, ast) -> set[str]:
+    """The top-level names of the modules the program's import statements name."""
+    try:
+        tree = ast.parse(source)
+    except Exception:  # noqa: BLE001 - it will not compile: nothing of it runs
+        return set()
+    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    return names | {node.module.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module and not node.level}
 
 
 def guard() -> None:

@@ -43,7 +43,9 @@ Decisions (each also where it is implemented):
   (the statement fixes its digits: "rounded to exactly two digits after the point").
 - Unordered tokens (`checker.unordered_tokens`): the got tokens are read as one stream as
   ever, each expected line taking as many as it has, and compared with them as a
-  multiset (sorted by value, then searched, as lines are below).
+  multiset (sorted by value, then searched, as lines are below). With
+  `checker.leading_count` each line's first token (a count) is compared in place, and
+  with unordered lines the first line.
 - Unordered lines pair identical lines, then lines sorted by value, then search the rest
   (at most MAX_UNPAIRED_LINES_SEARCHED lines): exact for exact tokens, bounded in time,
   and any error with tolerances is a rejection (see `_judge_unordered_lines`).
@@ -134,9 +136,12 @@ def judge_stdout(
     Args:
         expected: the test's expected output.
         got: what the program wrote to stdout.
-        checker: the problem's checker; `float_tolerance`, `case_insensitive` and
-            `unordered_lines` are applied in robust mode, `python` is not (it runs in
-            the sandbox), and strict mode ignores the whole checker, as LiveCodeBench does.
+        checker: the problem's checker; robust mode applies `float_tolerance`,
+            `float_tolerance_kind`, `case_insensitive`, `case_insensitive_words`,
+            `exact_decimals`, `unordered_lines`, `unordered_tokens` and `leading_count`;
+            not `python` (it runs in the sandbox, see `Checker.python`) nor
+            `unordered_levels` (call problems only); strict mode ignores the whole
+            checker, as LiveCodeBench does.
         mode: "robust" or "strict" (see the module docstring).
 
     Returns:
@@ -327,6 +332,12 @@ def _judge_unordered_lines(expected: str, got: str, checker: Checker, tolerance:
     got_lines = _non_blank_lines(got)
     if len(expected_lines) != len(got_lines):
         return False, f"expected {len(expected_lines)} non-blank lines, got {len(got_lines)}"
+    if checker.leading_count and expected_lines:  # the count's line stays first; the rest are free
+        (number, expected_first), (_, got_first) = expected_lines[0], got_lines[0]
+        if len(expected_first) != len(got_first) or any(
+                _token_difference(e, g, checker, tolerance) is not None for e, g in zip(expected_first, got_first)):
+            return False, f"expected line {number} ({_shown(' '.join(expected_first))}) first, got {_shown(' '.join(got_first))}"
+        expected_lines, got_lines = expected_lines[1:], got_lines[1:]
 
     def identity_key(tokens: list[str]) -> tuple[str, ...]:
         return tuple(_case_key(token, checker) for token in tokens)
@@ -400,6 +411,10 @@ def _judge_unordered_tokens(expected: str, got: str, checker: Checker, tolerance
     for number, tokens in expected_lines:
         taken = got_tokens[start : start + len(tokens)]
         start += len(tokens)
+        if checker.leading_count:  # the line's count stays first; its items are free
+            if not matches(tokens[0], taken[0]):
+                return False, f"line {number}: expected the count {_shown(tokens[0])} first, got {_shown(taken[0])}"
+            tokens, taken = tokens[1:], taken[1:]
         unpaired = [(e, g) for e, g in zip(sorted(tokens, key=value_key), sorted(taken, key=value_key))
                     if not matches(e, g)]
         if len(unpaired) > MAX_UNPAIRED_ITEMS_SEARCHED:

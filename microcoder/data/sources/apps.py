@@ -8,7 +8,7 @@ from typing import Any
 from microcoder.data.literals import NotRepresentable, find_signature, literal
 from microcoder.data.records import Row, base_metadata
 from microcoder.data.sources.common import (Source, call_test, entry_point, reject_unjudgeable, source_id,
-                                            statement_hash, stdin_checker, stdin_tests)
+                                            statement_hash, set_stdin_checker, stdin_tests)
 from microcoder.problems import Problem, TestCase
 
 
@@ -74,7 +74,7 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
         fields["kind"] = "stdin"
         reject_unjudgeable(item, statement, "description")
         pairs = [(t["input"], out) for t, out in zip(good, outputs) if out is not _Unwrappable]
-        fields["checker"] = stdin_checker(statement, [out for _, out in pairs if isinstance(out, str)])
+        set_stdin_checker(fields, statement, [out for _, out in pairs if isinstance(out, str)])
         item.drop("output is not a one-element list", len(good) - len(pairs))
         return item.finish(fields, stdin_tests(item, pairs, shared))
 

@@ -65,27 +65,57 @@ def statement_hash(text: str) -> str:
 _INTERACTIVE = re.compile(r"this is an interactive problem|interaction protocol|\binteractive\b", re.IGNORECASE)
 
 
-def stdin_checker(statement: str, outputs: Iterable[str] = ()) -> Checker | None:
+def stdin_reading(statement: str, outputs: Iterable[str] = ()) -> tuple[Checker, str] | None:
     """A checker from what a stdin problem's statement promises of its output (see
     microcoder/data/readings.py): an error bound on numbers (bounding the absolute error,
     the relative one, or either), decimals printed exactly as stated, answers in any
     letter case (the answer words the statement names and `outputs` print, else every
-    token), the printed items in any order (the lines, or the tokens of each line); None
-    when it promises none of these."""
+    token), the printed items in any order (the lines, or the tokens of each line, a
+    leading count in place); with the rules it set and the sentences that decided them
+    ("tolerance 0.01 (absolute): '...'; case_insensitive_words NO/YES: '...'", recorded as
+    `metadata.checker_rule`). None when it promises none of these."""
+    outputs = list(outputs)
     fields: dict[str, Any] = {}
+    rules: list[str] = []
     tolerance = readings.read_tolerance(statement)
+    exact = None if tolerance is not None else readings.read_exact_decimals(statement)
     if tolerance is not None:
         fields.update(float_tolerance=tolerance.value, float_tolerance_kind=tolerance.kind)
-    elif readings.read_exact_decimals(statement):
+        rules.append(f"tolerance {tolerance.value:g} ({tolerance.kind}): {tolerance.words[:120]!r}")
+    elif exact:
         fields["exact_decimals"] = True
-    letter_case = readings.read_letter_case(statement, list(outputs))
-    if letter_case is not None:
-        fields.update(case_insensitive_words=list(letter_case.words)) if letter_case.words else fields.update(
-            case_insensitive=True)
-    order = readings.read_stdin_order(statement)
+        rules.append(f"exact_decimals: {exact[:120]!r}")
+    letter_case = readings.read_letter_case(statement, outputs)
+    if letter_case is not None and letter_case.words:
+        fields["case_insensitive_words"] = list(letter_case.words)
+        rules.append(f"case_insensitive_words {'/'.join(letter_case.words)}: {letter_case.sentence[:120]!r}")
+    elif letter_case is not None:
+        fields["case_insensitive"] = True
+        rules.append(f"case_insensitive: {letter_case.sentence[:120]!r}")
+    order = readings.read_stdin_order(statement, outputs)
     if order is not None:
-        fields["unordered_lines" if order.lines else "unordered_tokens"] = True
-    return Checker(**fields) if fields else None
+        name = "unordered_lines" if order.lines else "unordered_tokens"
+        fields[name] = True
+        if order.leading_count:
+            fields["leading_count"] = True
+            name += " with leading_count"
+        rules.append(f"{name}: {order.sentence[:120]!r}")
+    return (Checker(**fields), "; ".join(rules)) if fields else None
+
+
+def stdin_checker(statement: str, outputs: Iterable[str] = ()) -> Checker | None:
+    """`stdin_reading`'s checker alone."""
+    found = stdin_reading(statement, outputs)
+    return found[0] if found else None
+
+
+def set_stdin_checker(fields: dict[str, Any], statement: str, outputs: Iterable[str]) -> None:
+    """A loader's stdin problem `fields` get `stdin_reading`'s checker, and its rules in
+    `metadata.checker_rule` when there is one."""
+    found = stdin_reading(statement, outputs)
+    fields["checker"] = found[0] if found else None
+    if found:
+        fields["metadata"]["checker_rule"] = found[1]
 
 
 def unjudgeable_statement(statement: str, tags: list[str] | None = None) -> tuple[str, str] | None:
@@ -210,7 +240,7 @@ def contest_problem(item: Row, source: Source, pairs: list[tuple[Any, Any]], sha
         "kind": "stdin",
         "source": source.name,
         "tags": tags,
-        "checker": stdin_checker(prompt, [test.output for test in tests]),
         "metadata": metadata,
     }
+    set_stdin_checker(fields, prompt, [test.output for test in tests])
     return item.finish(fields, tests)

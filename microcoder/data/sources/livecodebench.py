@@ -11,7 +11,7 @@ from typing import Any
 from microcoder.data.literals import NotRepresentable, Signature, find_signature
 from microcoder.data.records import Row, base_metadata
 from microcoder.data.sources.common import (Source, call_test, entry_point, reject_unjudgeable, source_id,
-                                            statement_hash, stdin_checker, stdin_tests)
+                                            statement_hash, set_stdin_checker, stdin_tests)
 from microcoder.problems import Problem, TestCase
 
 
@@ -88,7 +88,7 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
         fields["entry_point"] = entry_point(signature)
         fields["prelude"] = None
     else:
-        fields["checker"] = stdin_checker(statement, [test.output for test in tests])
+        set_stdin_checker(fields, statement, [test.output for test in tests])
     return item.finish(fields, tests)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from microcoder.data.livecodebench import is_release_record, release_fields
 from microcoder.data.records import Row
-from microcoder.data.sources.common import Source, statement_hash, stdin_checker
+from microcoder.data.sources.common import Source, statement_hash, set_stdin_checker
 from microcoder.problems import Problem
 
 
@@ -15,7 +15,7 @@ def convert(item: Row, shared: set[tuple[str, str]]) -> Problem:
     fields, tests = release_fields(item, SOURCE.licence)
     fields["metadata"]["statement_sha1"] = statement_hash(fields["prompt"])
     if fields["kind"] == "stdin":
-        fields["checker"] = stdin_checker(fields["prompt"], [test.output for test in tests])
+        set_stdin_checker(fields, fields["prompt"], [test.output for test in tests])
     return item.finish(fields, tests)
 
 
