@@ -1,4 +1,4 @@
-"""Stage 5, difficulty: source labels, an optional model pass rate, and two filters.
+"""Stage 6, difficulty: source labels, an optional model pass rate, and two filters.
 
 - The source's own label is normalised to `easy` / `medium` / `hard` (`normalised_label`:
   LeetCode's and LiveCodeBench's Easy/Medium/Hard, LeetCodeDataset's typo "Meidum" as
