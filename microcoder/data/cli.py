@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import typer
 
-from microcoder.data.config import PipelineConfig, load_build_config
+from microcoder.data.config import PipelineConfig, RayEngineConfig, load_build_config
 from microcoder.data.sources import formats_help
 
 data_app = typer.Typer(help="Convert and build problem sets.", no_args_is_help=True, rich_markup_mode=None)
@@ -77,9 +77,10 @@ _CONFIG_HELP = "Pipeline config (YAML), e.g. configs/data/shared.yaml."
 _WAIT_LOCK_HELP = PipelineConfig.model_fields["wait_lock"].description.rstrip(".") + " (the config's `wait_lock`)."
 
 
-_ENGINE_HELP = ("Where sandbox runs go: local (this machine's workers) or ray (evaluator actors on a Ray "
-                "cluster, the config's `ray` section); the config's `engine` when not given.")
-_RAY_ADDRESS_HELP = "With --engine ray: the cluster to join (auto, host:port); the config's `ray.address` when not given."
+# Options that override a config field take the field's own docstring as their help.
+_ENGINE_HELP = PipelineConfig.model_fields["engine"].description + " Default: the config's `engine`."
+_RAY_ADDRESS_HELP = ("With --engine ray, " + RayEngineConfig.model_fields["address"].description
+                     + " Default: the config's `ray.address`.")
 
 
 def _load_pipeline_config(config: Path, no_progress: bool, wait_lock: bool, engine: str | None = None,
