@@ -5,8 +5,9 @@ prints the shown outputs passes them) and there are few of them (median 3), so w
 programs pass. This stage, after decontaminate:
 
 1. marks each stored test `shown` when its input and output both appear in the statement
-   (`shown_in_statement`; whitespace, case and quote style ignored: a false "shown" only
-   asks for more hidden tests);
+   (shown.py: as text, whitespace, case and quote style ignored, or as a value, the
+   statement's literals read as Python or JSON: a false "shown" only asks for more hidden
+   tests);
 2. for a `call` problem with a reference solution, generates inputs from the stored ones
    (`generate_inputs`: type-aware draws and mutations at growing sizes, inside the bounds
    of the statement's "Constraints:" lines and the properties every stored input shares,
@@ -62,6 +63,7 @@ from microcoder.data.constraints import (
     parse_constraints,
 )
 from microcoder.data.records import Reject
+from microcoder.data.shown import mark_shown, squash
 from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.data.validate import pipeline_source, time_limit_from_reference
 from microcoder.evaluator.sandbox import SandboxFault
@@ -73,29 +75,6 @@ ONE_ANSWER = "every hidden test has one answer (a constant passes them)"
 
 
 # ---------------------------------------------------------------- shown tests
-
-
-def squash(text: str) -> str:
-    """Text as compared for "appears in the statement": lowercase, `'` as `"`, no whitespace."""
-    return "".join(text.lower().replace("'", '"').split())
-
-
-def shown_in_statement(problem: Problem, test: TestCase, statement: str | None = None) -> bool:
-    """Whether the test's input (each argument, for `call`) and its output all appear in the
-    statement, ignoring whitespace, case and quote style. Pure."""
-    statement = squash(problem.prompt) if statement is None else statement
-    if problem.kind == "call":
-        parts = [line for line in test.input.split("\n") if line.strip()] + [test.output]
-    else:
-        parts = [test.input, test.output]
-    return all(squash(part) in statement for part in parts if squash(part))
-
-
-def mark_shown(problem: Problem) -> Problem:
-    """The problem with each stored test's `shown` set from its statement."""
-    statement = squash(problem.prompt)
-    tests = [test.model_copy(update={"shown": shown_in_statement(problem, test, statement)}) for test in problem.tests]
-    return problem.model_copy(update={"tests": tests})
 
 
 SAMPLE_DISAGREES = "the statement's sample output differs from the stored one (several answers)"
