@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from microcoder.data.boundaries import boundary_inputs
 from microcoder.data.config import AmplifyConfig, PipelineConfig
 from microcoder.data.constraints import (
     Bound,
@@ -150,7 +151,17 @@ def input_space(problem: Problem, settings: AmplifyConfig) -> InputSpace | None:
     domains = infer_domains(inputs)
     for name, domain in zip(names, domains):
         _apply_statement(domain, name, bounds, facts, settings)
-    return InputSpace(names, domains, bounds, infer_relations(inputs, names), dropped, promises(problem.prompt))
+    return InputSpace(names, domains, bounds, unstated_relations(infer_relations(inputs, names), bounds), dropped,
+                      promises(problem.prompt))
+
+
+def unstated_relations(relations: list[Relation], bounds: list[Bound]) -> list[Relation]:
+    """The observed relations between two measures the statement does not relate itself: where
+    it does (`1 <= low <= high`), its bound decides, and the stored inputs' stricter order
+    (every stored `low < high`) would keep out the ties at the range's end."""
+    stated = {frozenset((bound.measure, side)) for bound in bounds for side in (bound.low, bound.high)
+              if isinstance(side, str)}
+    return [relation for relation in relations if frozenset((relation.left, relation.right)) not in stated]
 
 
 _PROMISE = re.compile(r"[^.\n]*\b(?:guaranteed|generated such that|it is given that|exactly one|there (?:is|exists) "
@@ -471,6 +482,7 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
     marked: list[Problem] = []
     plans: list[tuple[Problem, list[str]]] = []
     spaces: dict[str, dict[str, Any]] = {}
+    boundary_kinds: dict[str, dict[str, str]] = {}
     for row, problem in enumerate(problems, start=1):
         try:
             problem = mark_shown(problem)
@@ -483,10 +495,15 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             space = input_space(problem, settings)
             if space is None:
                 continue
-            inputs = generate_inputs(problem, space, settings.tests_per_problem, settings.seed,
-                                     settings.max_input_chars)
-            plans.append((problem, ["\n".join(json.dumps(value) for value in arguments) for arguments in inputs]))
+            edges = boundary_inputs(space.domains, space.admits, stored_arguments(problem), problem.prompt,
+                                    bool(space.promises), settings.boundary_inputs, settings.seed, problem.id,
+                                    settings.max_input_chars)
+            kinds = {_as_text(arguments): kind for kind, arguments in edges}
+            drawn = [_as_text(arguments) for arguments in generate_inputs(problem, space, settings.tests_per_problem,
+                                                                         settings.seed, settings.max_input_chars)]
+            plans.append((problem, list(kinds) + [text for text in drawn if text not in kinds]))
             spaces[problem.id] = space.describe()
+            boundary_kinds[problem.id] = kinds
         except Exception as error:  # noqa: BLE001 - one bad record never stops the build
             rejects.append(Reject(input_path, row, "(amplify)", "amplify error", f"{type(error).__name__}: {error}",
                                   problem.id))
@@ -501,8 +518,10 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
         tally["shown tests"] += sum(test.shown for test in problem.tests)
         tally["stored hidden tests"] += hidden_count(problem)
         if problem.id in planned:
-            problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts)
+            problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts,
+                                      boundary_kinds[problem.id])
             tally["generated tests"] += sum(test.generated for test in problem.tests)
+            tally["boundary tests"] += sum(problem.metadata["amplified"]["boundary"].values())
             tally["amplified problems"] += any(test.generated for test in problem.tests)
         disagreeing = sample_output_disagrees(problem)
         if disagreeing is not None:
@@ -536,12 +555,20 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
                               "discarded_candidates": dict(sorted(counts.items()))})
 
 
+def _as_text(arguments: list[Any]) -> str:
+    """A call test's input: one JSON value per line."""
+    return "\n".join(json.dumps(value) for value in arguments)
+
+
 def _with_generated(problem: Problem, texts: list[str], answers: dict[str, dict[str, Any]], config: PipelineConfig,
-                    space: dict[str, Any], counts: Counter[str]) -> Problem:
-    """The problem with a test per usable answer, its limit derived again over every test."""
+                    space: dict[str, Any], counts: Counter[str], kinds: dict[str, str]) -> Problem:
+    """The problem with a test per usable answer, its limit derived again over every test;
+    `metadata.amplified.boundary` counts the tests made from boundary inputs (`kinds`: input
+    text -> kind), by kind."""
     null_expected = any(test.output.strip() == "null" for test in problem.tests)
     tests = list(problem.tests)
     cpu = list(problem.metadata.get("reference_cpu_s") or [])
+    made: Counter[str] = Counter()
     for text in texts:
         answer = answers[answer_key(problem, text, answer_time_limit(problem, config))]
         why = _usable(answer, null_expected)
@@ -550,9 +577,12 @@ def _with_generated(problem: Problem, texts: list[str], answers: dict[str, dict[
             continue
         tests.append(TestCase(input=text, output=json.dumps(json.loads(answer["return_json"])), generated=True))
         cpu.append(answer["cpu_s"])
+        if text in kinds:
+            made[kinds[text]] += 1
     generated = len(tests) - len(problem.tests)
     metadata = dict(problem.metadata)
-    metadata["amplified"] = {"candidates": len(texts), "generated": generated, "seed": config.amplify.seed, **space}
+    metadata["amplified"] = {"candidates": len(texts), "generated": generated, "seed": config.amplify.seed,
+                             "boundary_candidates": len(kinds), "boundary": dict(sorted(made.items())), **space}
     update: dict[str, Any] = {"tests": tests, "metadata": metadata}
     if len(cpu) == len(tests) and metadata.get("time_limit_from") == "reference":
         metadata["reference_cpu_s"] = cpu

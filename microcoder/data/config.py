@@ -229,6 +229,10 @@ class AmplifyConfig(Section):
     and cost amplify time and corpus size in proportion (benchmarks/corpus_adequacy.py
     measures what a build's tests catch; results/data_pipeline.md, "Corpus adequacy", has
     50 against 100)."""
+    boundary_inputs: int = Field(30, ge=0)
+    """Inputs at the edges of each such problem's input space (boundaries.py: sizes and
+    values at their stated ends, empty, zero, equal items, ties, a shift equal to a size,
+    leap days), generated beside the `tests_per_problem` random ones."""
     seed: int = 0
     """Seed of the generated inputs (with each problem's id)."""
     max_items: int = Field(60, ge=1)

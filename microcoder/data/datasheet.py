@@ -173,6 +173,7 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
                                        problems, config)
 
     lines += shown_and_hidden_section((manifests.get("amplify") or {}).get("extra", {}), problems)
+    lines += boundary_and_stdin_sections(problems, (manifests.get("amplify") or {}).get("extra", {}))
     lines += adequacy_section(out_dir / ADEQUACY_FILE)
 
     buckets = Counter(difficulty_bucket(p) for p in problems)
@@ -274,6 +275,35 @@ def shown_and_hidden_section(extra: dict, problems: list[Problem]) -> list[str]:
     lines += ["", f"In the corpus: {generated} generated tests; {only_generated} problems whose only hidden tests "
               "are generated ones; every problem has at least one hidden test.", ""]
     return lines
+
+
+def boundary_and_stdin_sections(problems: list[Problem], amplify_extra: dict) -> list[str]:
+    """The generated tests made from boundary inputs, per source and kind (boundaries.py)."""
+    from microcoder.data.boundaries import KINDS
+
+    by_source: dict[str, Counter[str]] = defaultdict(Counter)
+    for problem in problems:
+        made = (problem.metadata.get("amplified") or {}).get("boundary")
+        if made is None:
+            continue
+        tally = by_source[problem.metadata.get("pipeline_source", problem.source)]
+        tally["problems"] += 1
+        tally["with boundary tests"] += bool(made)
+        tally.update(made)
+    lines = ["## Boundary inputs", "",
+             "Generated tests whose inputs sit at the edges of the problem's input space (`amplify.boundary_inputs` "
+             "per problem, beside the random ones; each inside the stated constraints and the stored inputs' "
+             "domains): per source, the amplified problems, those with at least one boundary test, and the "
+             "boundary tests of each kind.", ""]
+    if not by_source:
+        return lines + ["No amplified problem in the corpus.", ""]
+    kinds = [kind for kind in KINDS if any(tally[kind] for tally in by_source.values())]
+    lines += ["| source | amplified problems | with boundary tests | " + " | ".join(kinds) + " |",
+              "|---|---:|---:|" + "---:|" * len(kinds)]
+    for source, tally in sorted(by_source.items()):
+        lines.append(f"| {source} | {tally['problems']} | {tally['with boundary tests']} | "
+                     + " | ".join(str(tally[kind]) for kind in kinds) + " |")
+    return lines + [""]
 
 
 def adequacy_section(path: Path) -> list[str]:
