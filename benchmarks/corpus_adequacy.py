@@ -96,6 +96,13 @@ def _early_returns(tree: ast.AST) -> set[int]:
     return found
 
 
+def _an_index(node: ast.AST) -> bool:
+    """A subscript that may be an int index: not a slice, a tuple, or a constant other than an int."""
+    if isinstance(node, (ast.Slice, ast.Tuple)):
+        return False
+    return not (isinstance(node, ast.Constant) and type(node.value) is not int)
+
+
 def _is_sort(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == "sorted"
                                            or isinstance(node.func, ast.Attribute) and node.func.attr == "sort")
@@ -117,9 +124,7 @@ def mutation_sites(tree: ast.AST) -> list[tuple[int, str]]:
             sites += [(index, "constant+1"), (index, "constant-1")]
         elif isinstance(node, ast.Constant) and type(node.value) is bool:
             sites.append((index, "bool"))
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and not isinstance(node.slice, ast.Slice) \
-                and not (isinstance(node.slice, ast.Constant) and not isinstance(node.slice.value, int)) \
-                and not isinstance(node.slice, ast.Tuple):
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _an_index(node.slice):
             sites += [(index, "index+1"), (index, "index-1")]
         elif _is_sort(node):
             sites.append((index, "reverse-sort"))
@@ -586,7 +591,8 @@ def markdown(report: dict) -> str:
     by_operator = Counter((survivor["oracle"], survivor["operator"]) for survivor in report.get("survivors", []))
     if by_operator:
         lines += ["", "Surviving provably wrong mutants by oracle and operator: "
-                  + ", ".join(f"{oracle} {operator} {count}" for (oracle, operator), count in sorted(by_operator.items()))
+                  + ", ".join(f"{oracle} {operator} {count}"
+                              for (oracle, operator), count in sorted(by_operator.items()))
                   + "; problems: " + ", ".join(sorted({f"`{s['id']}`" for s in report["survivors"]})) + "."]
     return "\n".join(lines)
 

@@ -511,12 +511,15 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
     planned = {problem.id: texts for problem, texts in plans}
     counts: Counter[str] = Counter()
     per_source: dict[str, Counter[str]] = {}
+    stdin_tally: dict[str, Counter[str]] = {}
     for problem in marked:
         source = pipeline_source(problem)
         tally = per_source.setdefault(source, Counter())
         tally["problems"] += 1
         tally["shown tests"] += sum(test.shown for test in problem.tests)
         tally["stored hidden tests"] += hidden_count(problem)
+        if problem.kind == "stdin":
+            _count_stdin(stdin_tally.setdefault(source, Counter()), problem, settings)
         if problem.id in planned:
             problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts,
                                       boundary_kinds[problem.id])
@@ -531,7 +534,11 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             continue
         has_reference = isinstance(problem.metadata.get("reference_solution"), str)
         problem.metadata["verified"] = has_reference
-        if not has_reference and not settings.keep_unverified:
+        if not has_reference and settings.unverified_hidden and \
+                hidden_count(problem) >= settings.unverified_hidden_min_tests:
+            problem.metadata["tier"] = UNVERIFIED_HIDDEN
+            problem.metadata[UNVERIFIED_HIDDEN] = trivial_program_shares(problem)
+        elif not has_reference and not settings.keep_unverified:
             removals.append(Removal(problem.id, problem.source, "amplify", UNVERIFIED,
                                     f"{len(problem.tests)} tests, {hidden_count(problem)} hidden"))
             tally["removed: unverified"] += 1
@@ -549,10 +556,48 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             tally["removed: one hidden answer"] += 1
             continue
         tally["kept"] += 1
+        tally["kept: unverified_hidden"] += problem.metadata.get("tier") == UNVERIFIED_HIDDEN
         kept.append(problem)
     return StageOutput(kept, removals, rejects,
                        extra={"per_source": {source: dict(sorted(tally.items())) for source, tally in per_source.items()},
-                              "discarded_candidates": dict(sorted(counts.items()))})
+                              "discarded_candidates": dict(sorted(counts.items())),
+                              "stdin": {source: dict(sorted(tally.items())) for source, tally in stdin_tally.items()}})
+
+
+UNVERIFIED_HIDDEN = "unverified_hidden"
+"""The opt-in tier of problems with no reference but many hidden stored tests."""
+
+
+def _count_stdin(tally: Counter[str], problem: Problem, settings: AmplifyConfig) -> None:
+    """What one stdin problem brings to this stage: a reference, hidden tests, enough of them."""
+    hidden = hidden_count(problem)
+    tally["problems"] += 1
+    tally["with a reference"] += isinstance(problem.metadata.get("reference_solution"), str)
+    tally["stored tests"] += len(problem.tests)
+    tally["shown tests"] += len(problem.tests) - hidden
+    tally["with a hidden test"] += hidden > 0
+    minimum = settings.unverified_hidden_min_tests
+    tally[f"with {minimum}+ hidden tests"] += hidden >= minimum
+
+
+def _same(output: str) -> str:
+    return " ".join(output.split())
+
+
+def trivial_program_shares(problem: Problem) -> dict[str, Any]:
+    """How much of an unverified problem's hidden tests trivial programs pass, read off the
+    expected outputs (whitespace runs as one space) rather than run: the best constant
+    output, an empty output, and echoing the input. What its tests can tell apart, where no
+    reference checked them. Pure."""
+    hidden = [test for test in problem.tests if not test.shown]
+    if not hidden:
+        return {"hidden_tests": 0}
+    outputs = Counter(_same(test.output) for test in hidden)
+    constant, constant_count = outputs.most_common(1)[0]
+    return {"hidden_tests": len(hidden),
+            "constant_output_share": round(constant_count / len(hidden), 4),
+            "empty_output_share": round(outputs.get("", 0) / len(hidden), 4),
+            "echo_share": round(sum(_same(test.output) == _same(test.input) for test in hidden) / len(hidden), 4)}
 
 
 def _as_text(arguments: list[Any]) -> str:

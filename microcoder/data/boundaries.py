@@ -39,24 +39,28 @@ def fits(domain: Domain, value: Any) -> bool:
     """Whether `value` lies in `domain`: its type, range, length, alphabet or shape, and for
     lists their order, distinctness, permutation and rectangular rows. Pure."""
     kind = domain.kind
+    longest = max(domain.length_high, domain.length_low)
     if kind == "fixed":
         return value in domain.seen
     if kind == "bool":
         return isinstance(value, bool)
     if kind in ("int", "float"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind == "int" and isinstance(value, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if kind == "int" and isinstance(value, float):
             return False
         return (domain.low is None or value >= domain.low) and (domain.high is None or value <= domain.high)
     if kind == "str":
-        if not isinstance(value, str) or not domain.length_low <= len(value) <= max(domain.length_high, domain.length_low):
+        if not isinstance(value, str) or not domain.length_low <= len(value) <= longest:
             return False
         if domain.template is not None:
-            return len(value) == len(domain.template) and all(char in chars for char, chars in zip(value, domain.template))
+            return len(value) == len(domain.template) and all(char in chars
+                                                              for char, chars in zip(value, domain.template))
         if domain.palindrome and value != value[::-1]:
             return False
         return all(char in domain.alphabet for char in value)
     if kind == "list":
-        if not isinstance(value, list) or not domain.length_low <= len(value) <= max(domain.length_high, domain.length_low):
+        if not isinstance(value, list) or not domain.length_low <= len(value) <= longest:
             return False
         if domain.item is not None and not all(fits(domain.item, item) for item in value):
             return False
