@@ -239,6 +239,23 @@ def mutants(source: str, count: int, rng: random.Random) -> list[tuple[str, str]
 # ---------------------------------------------------------------- the independent oracle's generator
 
 
+def _reordered(value: Any, rng: random.Random) -> Any:
+    """`value` with its items (a string's characters) swapped, reversed or rotated: what a
+    promise about a multiset ("exactly one answer exists") survives."""
+    items = list(value) if isinstance(value, (str, list)) else None
+    if not items or len(items) < 2:
+        return value
+    edit = rng.randrange(3)
+    if edit == 0:
+        first, second = rng.sample(range(len(items)), 2)
+        items[first], items[second] = items[second], items[first]
+    elif edit == 1:
+        items.reverse()
+    else:
+        items = items[1:] + items[:1]
+    return "".join(items) if isinstance(value, str) else json.loads(json.dumps(items))
+
+
 def _nudged(value: Any, others: list[Any], rng: random.Random) -> Any:
     """`value` with one local edit: a number +-1 or +-2 or another test's value; an item of a
     list dropped, repeated, swapped with another, made equal to its neighbour, or edited
@@ -303,8 +320,9 @@ def _nudged(value: Any, others: list[Any], rng: random.Random) -> Any:
 
 def neighbour_inputs(problem: Problem, count: int, seed: int, max_input_chars: int = 4000) -> list[list[Any]]:
     """Up to `count` new inputs, each a test input of the corpus (stored or generated) with
-    one or two of its arguments edited (`_nudged`), kept only where every argument stays in
-    its domain and the input inside the stated bounds and observed relations (the input
+    one or two of its arguments edited (`_nudged`; only reordered, `_reordered`, where the
+    statement promises in words what no bound says), kept only where every argument stays
+    in its domain and the input inside the stated bounds and observed relations (the input
     space the build reads from the problem's stored tests). Pure given the seed."""
     stored = problem.model_copy(update={"tests": [test for test in problem.tests if not test.generated]})
     space = input_space(stored, AmplifyConfig())
@@ -324,7 +342,8 @@ def neighbour_inputs(problem: Problem, count: int, seed: int, max_input_chars: i
         arguments = json.loads(json.dumps(rng.choice(pool)))
         for _ in range(rng.choice([1, 1, 2])):
             position = rng.randrange(len(arguments))
-            arguments[position] = _nudged(arguments[position], at_position[position], rng)
+            arguments[position] = _reordered(arguments[position], rng) if space.promises \
+                else _nudged(arguments[position], at_position[position], rng)
         key = json.dumps(arguments)
         if key in seen or len(key) > max_input_chars or not space.admits(arguments) \
                 or not all(fits(domain, value) for domain, value in zip(space.domains, arguments)):

@@ -91,6 +91,10 @@ def test_neighbours_are_new_inputs_inside_the_stated_constraints():
     # keep a corpus input's other argument as it was.
     space = input_space(problem.model_copy(update={"tests": problem.tests[:2]}), AmplifyConfig())
     assert space is not None and sum(any(arguments[1] == c[1] for c in corpus) for arguments in found) >= len(found) // 2
+    # A promise in words ("it is guaranteed that ...") keeps every neighbour a reordering of a corpus input.
+    promised = problem.model_copy(update={"prompt": STATEMENT + "It is guaranteed that the answer fits in an int.\n"})
+    for nums, k in neighbour_inputs(promised, 40, seed=3):
+        assert any(sorted(nums) == sorted(c[0]) and k == c[1] for c in corpus)
 
 
 def test_shown_is_decided_by_the_benchmarks_own_reading_not_the_flags():
