@@ -5,7 +5,10 @@ and how often a program that only prints the statement's outputs earns full rewa
                                          [--mutants 10] [--heldout 50] [--neighbours 100]
                                          [--seed 0] [--workers 2] [--write-datasheet] [--smoke]
 
-Reads a finished build (`microcoder data build --config ...`: the export's `<name>.jsonl`).
+Reads a finished build (`microcoder data build --config ...`: the export's `<name>.jsonl`);
+with --sample-before-amplify, the build's first four stages only: the sampled problems are
+amplified here with the config's settings (each gets the tests a full build gives it), and
+the shown-outputs figure covers the sample.
 
 1. Mutants. A seeded sample of --problems `call` problems with a reference and generated
    tests; each reference is mutated by this script's own mutator, one change per mutant,
@@ -636,6 +639,35 @@ def smoke_problems() -> list[Problem]:
     return [first, second]
 
 
+def amplified_sample(config, count: int, seed: int, log=print) -> list[Problem]:
+    """The problems `sample_problems` would draw from a finished build, made without one: the
+    call problems with a reference of the build's decontaminate output, in the sample's
+    order, amplified (`amplify_problems`, the config's settings) until `count` have generated
+    tests. A problem's generated tests depend on it alone (seeded by its id, answered by its
+    reference), so each is the one a full build makes; the answers go to the build's cache."""
+    from microcoder.data.amplify import amplify_problems
+    from microcoder.data.stages import StageContext
+
+    source = config.stage_dir("decontaminate") / "problems.jsonl"
+    if not source.exists():
+        raise SystemExit(f"{source}: no decontaminate output; run the build's first four stages first")
+    eligible = [p for p in read_problems(source) if p.kind == "call"
+                and isinstance(p.metadata.get("reference_solution"), str)]
+    eligible.sort(key=lambda p: hashlib.sha256(f"{seed}:{p.id}".encode()).hexdigest())
+    kept: list[Problem] = []
+    config = config.model_copy(update={"progress": False})
+    start, context = 0, StageContext(config)
+    try:
+        while start < len(eligible) and len(sample_problems(kept, count, seed)) < count:
+            batch = eligible[start : start + max(10, count - len(kept) + count // 5)]
+            start += len(batch)
+            kept += amplify_problems(batch, config, context).problems
+            log(f"amplified {start} sampled problems, {len(kept)} kept")
+    finally:
+        context.close()
+    return sample_problems(kept, count, seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default=str(REPO / "configs/data/shared.yaml"))
@@ -645,11 +677,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--neighbours", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--sample-before-amplify", action="store_true",
+                        help="amplify only the sampled problems (from the build's decontaminate output, with the "
+                             "config's amplify settings) instead of reading the export")
     parser.add_argument("--write-datasheet", action="store_true")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
         report = measure(smoke_problems(), 2, 4, 10, 10, args.seed, min(args.workers, 2))
+    elif args.sample_before_amplify:
+        config = load_build_config(args.config)
+        report = measure(amplified_sample(config, args.problems, args.seed), args.problems, args.mutants, args.heldout,
+                         args.neighbours, args.seed, args.workers)
+        report["shown_outputs_scope"] = "the sampled problems only"
     else:
         config = load_build_config(args.config)
         corpus = config.stage_dir("export") / f"{config.export.name}.jsonl"
@@ -664,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report["summary"])
     print(f"({report['seconds']} s)")
-    if args.write_datasheet and not args.smoke:
+    if args.write_datasheet and not args.smoke and not args.sample_before_amplify:
         from microcoder.data.datasheet import ADEQUACY_FILE, write_datasheet
 
         out_dir = config.stage_dir("export")
