@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import datetime
 import json
+import re
 from collections import Counter
 
 from microcoder.data.amplify import input_space, stored_arguments
@@ -135,3 +136,22 @@ def test_the_stage_answers_boundary_inputs_with_the_reference_and_counts_them(tm
     assert sum(made.values()) == len(generated) and made.get("tie", 0) >= 1
     datasheet = (config.stage_dir("export") / "datasheet.md").read_text()
     assert "## Boundary inputs" in datasheet and "| problems | 1 | 1 | " in datasheet  # the source named by its file
+
+
+def test_strings_of_one_shape_around_their_integers_keep_it():
+    import random
+
+    from microcoder.data.amplify import draw
+
+    problem = Problem(id="t/complex", kind="call", entry_point="Solution().multiply", prompt="Multiply.", source="t",
+                      starter_code="class Solution:\n    def multiply(self, num1: str, num2: str) -> str:\n",
+                      tests=[TestCase(input='"1+1i"\n"1+1i"', output='"0+2i"'),
+                             TestCase(input='"1+-1i"\n"1+-1i"', output='"0+-2i"')])
+    space = input_space(problem, AmplifyConfig())
+    first = space.domains[0]
+    assert first.number_shape == "#+#i" and first.low < -1 and first.high > 1  # the integers' range, widened
+    drawn = [draw(first, random.Random(seed)) for seed in range(30)]
+    assert all(re.fullmatch(r"-?\d+\+-?\d+i", value) for value in drawn) and len(set(drawn)) > 10
+    assert {value for _, (value, _) in edges_of(problem)} >= {f"{first.low}+{first.low}i", "0+0i"}
+    assert infer_domain(["12", "345"]).number_shape is None  # plain numbers: their digits have their own rules
+    assert infer_domain(["1-2", "10-20"]).number_shape is None  # a minus or a separator: unknown

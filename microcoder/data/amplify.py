@@ -213,6 +213,8 @@ def _apply_statement(domain: Domain, name: str, bounds: list[Bound], facts: dict
                      settings: AmplifyConfig) -> None:
     if domain.kind in ("int", "float"):
         _widen(domain, *_or_inferred(domain, *numeric_range(bounds, name)))
+    if domain.kind == "str" and domain.number_shape is not None:  # "1+-1i": its integers' range, widened
+        _widen(domain, *_or_inferred(replace(domain, kind="int"), None, None))
     if domain.kind in ("str", "list"):
         low, high = numeric_range(bounds, f"len({name})")
         stated_high = high is not None
@@ -278,7 +280,7 @@ loop, a missed duplicate, are only seen on repeats."""
 
 
 def _near_repeat(value: Any, item: Domain, rng: random.Random) -> Any:
-    if item.kind == "int" or item.template is not None:
+    if item.kind == "int" or item.template is not None or item.number_shape is not None:
         return value
     keep = rng.randint(0, len(value))
     extra = _length(item, rng, 0.0) - keep
@@ -294,6 +296,9 @@ def draw(domain: Domain, rng: random.Random, scale: float = 0.0) -> Any:
     if domain.kind == "str":
         if domain.template is not None:
             return "".join(rng.choice(chars) for chars in domain.template)
+        if domain.number_shape is not None:  # the shape kept, its integers drawn like int arguments
+            numbers = replace(domain, kind="int", seen=[int(n) for v in domain.seen for n in re.findall(r"-?\d+", v)])
+            return re.sub("#", lambda _: str(_draw_number(numbers, rng)), domain.number_shape)
         length = _length(domain, rng, scale)
         if domain.palindrome:
             half = [rng.choice(domain.alphabet) for _ in range((length + 1) // 2)]

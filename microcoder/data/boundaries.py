@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from microcoder.data.constraints import Domain
+from microcoder.data.constraints import Domain, number_shape
 
 KINDS = ("min size", "max size", "empty", "min value", "max value", "zero", "equal elements", "tie",
          "range end", "shift = size", "order", "leap-year date")
@@ -50,6 +50,9 @@ def fits(domain: Domain, value: Any) -> bool:
         if kind == "int" and isinstance(value, float):
             return False
         return (domain.low is None or value >= domain.low) and (domain.high is None or value <= domain.high)
+    if kind == "str" and domain.number_shape is not None:
+        return isinstance(value, str) and number_shape(value) == domain.number_shape and all(
+            fits(Domain("int", low=domain.low, high=domain.high), int(number)) for number in re.findall(r"-?\d+", value))
     if kind == "str":
         if not isinstance(value, str) or not domain.length_low <= len(value) <= longest:
             return False
@@ -174,6 +177,10 @@ def _list_edges(domain: Domain, rng: random.Random) -> list[tuple[str, Any]]:
 def _string_edges(domain: Domain, statement: str) -> list[tuple[str, Any]]:
     if domain.template is not None:
         return _date_edges(domain, statement)
+    if domain.number_shape is not None:
+        return [] if domain.low is None or domain.high is None else [
+            (kind, domain.number_shape.replace("#", str(int(number))))
+            for kind, number in (("min value", domain.low), ("max value", domain.high), ("zero", 0))]
     alphabet = domain.alphabet or "a"
     low, high = domain.length_low, max(domain.length_high, domain.length_low)
     edges: list[tuple[str, Any]] = []
