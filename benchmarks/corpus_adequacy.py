@@ -35,7 +35,7 @@ the shown-outputs figure covers the sample.
    generated). Per source and per oracle: mutants killed, and problems that accept at least
    one provably wrong mutant; the survivors are listed with their operator.
 4. Shown outputs. For every problem of the corpus, a program that returns (prints) the
-   output of the test whose input the statement shows, else the first such output, is
+   output of the stored test whose input the statement shows, else the first such output, is
    judged on the corpus's tests: the problems where it earns full reward. "Shown" is
    decided here, not by the build's flags: each test value is written out in the ways a
    statement prints it (Python or JSON, lists or tuples, either quote) and looked for in
@@ -406,9 +406,12 @@ def shown_here(problem: Problem, test: TestCase) -> bool:
 
 
 def shown_outputs_program(problem: Problem) -> str | None:
-    """A program that answers the inputs of the tests the statement shows (`shown_here`) with
-    their outputs and anything else with the first such output; None when it shows none."""
-    shown = [test for test in problem.tests if shown_here(problem, test)]
+    """A program that answers the inputs of the stored tests the statement shows (`shown_here`)
+    with their outputs and anything else with the first such output; None when it shows none.
+    Generated tests are the reference's answers to new inputs: that each of a generated
+    input's arguments and its output appear somewhere in the statement (a tree of an example,
+    `x = 4`, `true`) does not show that answer for that input."""
+    shown = [test for test in problem.tests if not test.generated and shown_here(problem, test)]
     if not shown:
         return None
     if problem.kind == "stdin":

@@ -105,5 +105,9 @@ def test_shown_is_decided_by_the_benchmarks_own_reading_not_the_flags():
     assert [shown_here(problem, test) for test in problem.tests] == [True, False]
     program = shown_outputs_program(problem)
     assert program is not None and "[1, 2]" in program and "[2, 2]" not in program
+    # A generated test whose every part appears somewhere in the statement is still no shown answer.
+    generated = problem.model_copy(update={"tests": [TestCase(input='[1, 2]\n"ab"', output="[3, null]",
+                                                              generated=True)]})
+    assert shown_here(generated, generated.tests[0]) and shown_outputs_program(generated) is None
     stdin = Problem(id="s", kind="stdin", prompt="Input\n3   4\nOutput\n7", tests=[TestCase(input="3 4\n", output="7\n")])
     assert shown_here(stdin, stdin.tests[0])
