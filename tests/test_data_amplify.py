@@ -20,8 +20,6 @@ from microcoder.data.amplify import (
     sample_output_disagrees,
     generate_inputs,
     input_space,
-    mark_shown,
-    shown_in_statement,
 )
 from microcoder.data.config import AmplifyConfig, load_build_config
 from microcoder.data.constraints import (
@@ -34,6 +32,7 @@ from microcoder.data.constraints import (
     parse_constraints,
 )
 from microcoder.data.pipeline import build
+from microcoder.data.shown import mark_shown, shown_in_statement, statement_values
 from microcoder.problems import Problem, TestCase, read_problems
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,6 +77,54 @@ def test_a_test_is_shown_when_input_and_output_appear_in_the_statement():
     stdin = Problem(id="s", kind="stdin", prompt="Input\n3 4\nOutput\n7\n", tests=[
         TestCase(input="3 4\n", output="7\n"), TestCase(input="1 1\n", output="2\n")])
     assert [test.shown for test in mark_shown(stdin).tests] == [True, False]
+
+
+def test_a_test_is_shown_when_the_statement_prints_its_values_as_python_literals():
+    statement = ("Find the similar elements.\nYour code should pass these tests:\n"
+                 "assert similar((3, 4, 5, 6),(5, 7, 4, 10)) == (4, 5)\n"
+                 "assert pick({'a': None, 'b': True}, [ ( 1 ,2 ) ]) == {3, 1}\n")
+    problem = Problem(id="m", kind="call", entry_point="similar", prompt=statement, tests=[
+        TestCase(input="[3, 4, 5, 6]\n[5, 7, 4, 10]", output="[4, 5]"),
+        TestCase(input='{"b": true, "a": null}\n[[1, 2]]', output="[1, 3]"),
+        TestCase(input="[3, 4, 5]\n[5, 7, 4, 10]", output="[4, 5]")])
+    # Tuples as lists, a dict's keys in any order with None/True as null/true, a set as its sorted items.
+    assert [test.shown for test in mark_shown(problem).tests] == [True, True, False]
+    assert statement_values("x = (1,)") >= {"[1]", "1"}
+    # HTML entities and spacing of a stdin example do not hide it.
+    stdin = Problem(id="s", kind="stdin", prompt="<pre>3  &gt;\n4</pre>Output: 7", tests=[
+        TestCase(input="3 >\n 4\n", output="7\n")])
+    assert mark_shown(stdin).tests[0].shown
+
+
+MBPP_ROW = {"task_id": 2, "text": "Write a function to find the similar elements from the given two tuple lists.",
+            "code": "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))\n",
+            "test_setup_code": "", "challenge_test_list": [],
+            "test_list": ["assert similar_elements((3, 4, 5, 6),(5, 7, 4, 10)) == (4, 5)",
+                          "assert similar_elements((1, 2, 3, 4),(5, 4, 3, 7)) == (3, 4)",
+                          "assert similar_elements((11, 12, 14, 13),(17, 15, 14, 13)) == (13, 14)"]}
+
+
+def test_an_mbpp_problem_printing_its_tests_with_tuples_gets_hidden_tests_or_goes(tmp_path):
+    source = tmp_path / "MBPP.jsonl"
+    source.write_text(json.dumps(MBPP_ROW) + "\n")
+    for enabled in (True, False):
+        work = tmp_path / str(enabled)
+        config = {"work_dir": str(work), "progress": False, "sources": [{"path": str(source)}],
+                  "dedup": {"near": False}, "amplify": {"tests_per_problem": 12, "enabled": enabled}}
+        path = tmp_path / f"{enabled}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        built = load_build_config(path)
+        build(built, log=lambda _: None)
+        corpus = read_problems(built.stage_dir("export") / "microcoder-dataset.jsonl")
+        if enabled:  # its three asserts are the statement's: shown; the generated tests are hidden
+            (problem,) = corpus
+            stored = [test for test in problem.tests if not test.generated]
+            assert len(stored) == 3 and all(test.shown for test in stored)
+            assert sum(test.generated for test in problem.tests) >= 6
+            continue
+        assert corpus == []  # no generated tests: every test is shown, so the problem goes
+        removed = [json.loads(line) for line in (built.stage_dir("amplify") / "removed.jsonl").read_text().splitlines()]
+        assert [(r["id"], r["reason"]) for r in removed] == [("mbpp/2", NO_HIDDEN)]
 
 
 def test_constraints_are_read_from_the_statement_and_checked_against_the_stored_inputs():
@@ -169,15 +216,16 @@ def test_the_stage_adds_hidden_tests_answered_by_the_reference_and_removes_what_
     assert removed == {"t/unverified": UNVERIFIED, "t/shown": NO_HIDDEN}
     largest = corpus["t/largest"]
     generated = [test for test in largest.tests if test.generated]
-    assert len(generated) == 12 and not any(test.shown for test in generated)
+    boundary = sum(largest.metadata["amplified"]["boundary"].values())
+    assert boundary >= 1 and len(generated) == 12 + boundary and not any(test.shown for test in generated)
     assert [test.shown for test in largest.tests[:3]] == [True, False, False]
     for test in generated:  # each answer is the reference's: the sum of the k largest
         nums, k = (json.loads(line) for line in test.input.split("\n"))
         assert json.loads(test.output) == sum(sorted(nums)[-k:])
     assert len(largest.metadata["reference_cpu_s"]) == len(largest.tests)
-    assert largest.metadata["amplified"]["generated"] == 12 and largest.metadata["verified"] is True
+    assert largest.metadata["amplified"]["generated"] == len(generated) and largest.metadata["verified"] is True
     answers = (config.stage_dir("amplify") / "reference_answers.jsonl").read_text().splitlines()
-    assert len(answers) == 12
+    assert len(answers) == largest.metadata["amplified"]["candidates"] == len(generated)
     # A config may keep the unverified problem (its tests are not all shown).
     kept = load_build_config(write_config(tmp_path / "keep", [unverified], keep_unverified=True))
     build(kept, log=lambda _: None)

@@ -5,8 +5,9 @@ prints the shown outputs passes them) and there are few of them (median 3), so w
 programs pass. This stage, after decontaminate:
 
 1. marks each stored test `shown` when its input and output both appear in the statement
-   (`shown_in_statement`; whitespace, case and quote style ignored: a false "shown" only
-   asks for more hidden tests);
+   (shown.py: as text, whitespace, case and quote style ignored, or as a value, the
+   statement's literals read as Python or JSON: a false "shown" only asks for more hidden
+   tests);
 2. for a `call` problem with a reference solution, generates inputs from the stored ones
    (`generate_inputs`: type-aware draws and mutations at growing sizes, inside the bounds
    of the statement's "Constraints:" lines and the properties every stored input shares,
@@ -46,6 +47,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from microcoder.data.boundaries import boundary_inputs
 from microcoder.data.config import AmplifyConfig, PipelineConfig
 from microcoder.data.constraints import (
     Bound,
@@ -61,6 +63,7 @@ from microcoder.data.constraints import (
     parse_constraints,
 )
 from microcoder.data.records import Reject
+from microcoder.data.shown import mark_shown, squash
 from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
 from microcoder.data.validate import pipeline_source, time_limit_from_reference
 from microcoder.evaluator.sandbox import SandboxFault
@@ -72,29 +75,6 @@ ONE_ANSWER = "every hidden test has one answer (a constant passes them)"
 
 
 # ---------------------------------------------------------------- shown tests
-
-
-def squash(text: str) -> str:
-    """Text as compared for "appears in the statement": lowercase, `'` as `"`, no whitespace."""
-    return "".join(text.lower().replace("'", '"').split())
-
-
-def shown_in_statement(problem: Problem, test: TestCase, statement: str | None = None) -> bool:
-    """Whether the test's input (each argument, for `call`) and its output all appear in the
-    statement, ignoring whitespace, case and quote style. Pure."""
-    statement = squash(problem.prompt) if statement is None else statement
-    if problem.kind == "call":
-        parts = [line for line in test.input.split("\n") if line.strip()] + [test.output]
-    else:
-        parts = [test.input, test.output]
-    return all(squash(part) in statement for part in parts if squash(part))
-
-
-def mark_shown(problem: Problem) -> Problem:
-    """The problem with each stored test's `shown` set from its statement."""
-    statement = squash(problem.prompt)
-    tests = [test.model_copy(update={"shown": shown_in_statement(problem, test, statement)}) for test in problem.tests]
-    return problem.model_copy(update={"tests": tests})
 
 
 SAMPLE_DISAGREES = "the statement's sample output differs from the stored one (several answers)"
@@ -170,7 +150,17 @@ def input_space(problem: Problem, settings: AmplifyConfig) -> InputSpace | None:
     domains = infer_domains(inputs)
     for name, domain in zip(names, domains):
         _apply_statement(domain, name, bounds, facts, settings)
-    return InputSpace(names, domains, bounds, infer_relations(inputs, names), dropped, promises(problem.prompt))
+    return InputSpace(names, domains, bounds, unstated_relations(infer_relations(inputs, names), bounds), dropped,
+                      promises(problem.prompt))
+
+
+def unstated_relations(relations: list[Relation], bounds: list[Bound]) -> list[Relation]:
+    """The observed relations between two measures the statement does not relate itself: where
+    it does (`1 <= low <= high`), its bound decides, and the stored inputs' stricter order
+    (every stored `low < high`) would keep out the ties at the range's end."""
+    stated = {frozenset((bound.measure, side)) for bound in bounds for side in (bound.low, bound.high)
+              if isinstance(side, str)}
+    return [relation for relation in relations if frozenset((relation.left, relation.right)) not in stated]
 
 
 _PROMISE = re.compile(r"[^.\n]*\b(?:guaranteed|generated such that|it is given that|exactly one|there (?:is|exists) "
@@ -222,6 +212,8 @@ def _apply_statement(domain: Domain, name: str, bounds: list[Bound], facts: dict
                      settings: AmplifyConfig) -> None:
     if domain.kind in ("int", "float"):
         _widen(domain, *_or_inferred(domain, *numeric_range(bounds, name)))
+    if domain.kind == "str" and domain.number_shape is not None:  # "1+-1i": its integers' range, widened
+        _widen(domain, *_or_inferred(replace(domain, kind="int"), None, None))
     if domain.kind in ("str", "list"):
         low, high = numeric_range(bounds, f"len({name})")
         stated_high = high is not None
@@ -287,7 +279,7 @@ loop, a missed duplicate, are only seen on repeats."""
 
 
 def _near_repeat(value: Any, item: Domain, rng: random.Random) -> Any:
-    if item.kind == "int" or item.template is not None:
+    if item.kind == "int" or item.template is not None or item.number_shape is not None:
         return value
     keep = rng.randint(0, len(value))
     extra = _length(item, rng, 0.0) - keep
@@ -303,6 +295,9 @@ def draw(domain: Domain, rng: random.Random, scale: float = 0.0) -> Any:
     if domain.kind == "str":
         if domain.template is not None:
             return "".join(rng.choice(chars) for chars in domain.template)
+        if domain.number_shape is not None:  # the shape kept, its integers drawn like int arguments
+            numbers = replace(domain, kind="int", seen=[int(n) for v in domain.seen for n in re.findall(r"-?\d+", v)])
+            return re.sub("#", lambda _: str(_draw_number(numbers, rng)), domain.number_shape)
         length = _length(domain, rng, scale)
         if domain.palindrome:
             half = [rng.choice(domain.alphabet) for _ in range((length + 1) // 2)]
@@ -490,6 +485,7 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
     marked: list[Problem] = []
     plans: list[tuple[Problem, list[str]]] = []
     spaces: dict[str, dict[str, Any]] = {}
+    boundary_kinds: dict[str, dict[str, str]] = {}
     for row, problem in enumerate(problems, start=1):
         try:
             problem = mark_shown(problem)
@@ -502,10 +498,15 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             space = input_space(problem, settings)
             if space is None:
                 continue
-            inputs = generate_inputs(problem, space, settings.tests_per_problem, settings.seed,
-                                     settings.max_input_chars)
-            plans.append((problem, ["\n".join(json.dumps(value) for value in arguments) for arguments in inputs]))
+            edges = boundary_inputs(space.domains, space.admits, stored_arguments(problem), problem.prompt,
+                                    bool(space.promises), settings.boundary_inputs, settings.seed, problem.id,
+                                    settings.max_input_chars)
+            kinds = {_as_text(arguments): kind for kind, arguments in edges}
+            drawn = [_as_text(arguments) for arguments in generate_inputs(problem, space, settings.tests_per_problem,
+                                                                         settings.seed, settings.max_input_chars)]
+            plans.append((problem, list(kinds) + [text for text in drawn if text not in kinds]))
             spaces[problem.id] = space.describe()
+            boundary_kinds[problem.id] = kinds
         except Exception as error:  # noqa: BLE001 - one bad record never stops the build
             rejects.append(Reject(input_path, row, "(amplify)", "amplify error", f"{type(error).__name__}: {error}",
                                   problem.id))
@@ -513,15 +514,20 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
     planned = {problem.id: texts for problem, texts in plans}
     counts: Counter[str] = Counter()
     per_source: dict[str, Counter[str]] = {}
+    stdin_tally: dict[str, Counter[str]] = {}
     for problem in marked:
         source = pipeline_source(problem)
         tally = per_source.setdefault(source, Counter())
         tally["problems"] += 1
         tally["shown tests"] += sum(test.shown for test in problem.tests)
         tally["stored hidden tests"] += hidden_count(problem)
+        if problem.kind == "stdin":
+            _count_stdin(stdin_tally.setdefault(source, Counter()), problem, settings)
         if problem.id in planned:
-            problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts)
+            problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts,
+                                      boundary_kinds[problem.id])
             tally["generated tests"] += sum(test.generated for test in problem.tests)
+            tally["boundary tests"] += sum(problem.metadata["amplified"]["boundary"].values())
             tally["amplified problems"] += any(test.generated for test in problem.tests)
         disagreeing = sample_output_disagrees(problem)
         if disagreeing is not None:
@@ -531,7 +537,11 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             continue
         has_reference = isinstance(problem.metadata.get("reference_solution"), str)
         problem.metadata["verified"] = has_reference
-        if not has_reference and not settings.keep_unverified:
+        if not has_reference and settings.unverified_hidden and \
+                hidden_count(problem) >= settings.unverified_hidden_min_tests:
+            problem.metadata["tier"] = UNVERIFIED_HIDDEN
+            problem.metadata[UNVERIFIED_HIDDEN] = trivial_program_shares(problem)
+        elif not has_reference and not settings.keep_unverified:
             removals.append(Removal(problem.id, problem.source, "amplify", UNVERIFIED,
                                     f"{len(problem.tests)} tests, {hidden_count(problem)} hidden"))
             tally["removed: unverified"] += 1
@@ -549,18 +559,64 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             tally["removed: one hidden answer"] += 1
             continue
         tally["kept"] += 1
+        tally["kept: unverified_hidden"] += problem.metadata.get("tier") == UNVERIFIED_HIDDEN
         kept.append(problem)
     return StageOutput(kept, removals, rejects,
                        extra={"per_source": {source: dict(sorted(tally.items())) for source, tally in per_source.items()},
-                              "discarded_candidates": dict(sorted(counts.items()))})
+                              "discarded_candidates": dict(sorted(counts.items())),
+                              "stdin": {source: dict(sorted(tally.items())) for source, tally in stdin_tally.items()}})
+
+
+UNVERIFIED_HIDDEN = "unverified_hidden"
+"""The opt-in tier of problems with no reference but many hidden stored tests."""
+
+
+def _count_stdin(tally: Counter[str], problem: Problem, settings: AmplifyConfig) -> None:
+    """What one stdin problem brings to this stage: a reference, hidden tests, enough of them."""
+    hidden = hidden_count(problem)
+    tally["problems"] += 1
+    tally["with a reference"] += isinstance(problem.metadata.get("reference_solution"), str)
+    tally["stored tests"] += len(problem.tests)
+    tally["shown tests"] += len(problem.tests) - hidden
+    tally["with a hidden test"] += hidden > 0
+    minimum = settings.unverified_hidden_min_tests
+    tally[f"with {minimum}+ hidden tests"] += hidden >= minimum
+
+
+def _same(output: str) -> str:
+    return " ".join(output.split())
+
+
+def trivial_program_shares(problem: Problem) -> dict[str, Any]:
+    """How much of an unverified problem's hidden tests trivial programs pass, read off the
+    expected outputs (whitespace runs as one space) rather than run: the best constant
+    output, an empty output, and echoing the input. What its tests can tell apart, where no
+    reference checked them. Pure."""
+    hidden = [test for test in problem.tests if not test.shown]
+    if not hidden:
+        return {"hidden_tests": 0}
+    outputs = Counter(_same(test.output) for test in hidden)
+    constant, constant_count = outputs.most_common(1)[0]
+    return {"hidden_tests": len(hidden),
+            "constant_output_share": round(constant_count / len(hidden), 4),
+            "empty_output_share": round(outputs.get("", 0) / len(hidden), 4),
+            "echo_share": round(sum(_same(test.output) == _same(test.input) for test in hidden) / len(hidden), 4)}
+
+
+def _as_text(arguments: list[Any]) -> str:
+    """A call test's input: one JSON value per line."""
+    return "\n".join(json.dumps(value) for value in arguments)
 
 
 def _with_generated(problem: Problem, texts: list[str], answers: dict[str, dict[str, Any]], config: PipelineConfig,
-                    space: dict[str, Any], counts: Counter[str]) -> Problem:
-    """The problem with a test per usable answer, its limit derived again over every test."""
+                    space: dict[str, Any], counts: Counter[str], kinds: dict[str, str]) -> Problem:
+    """The problem with a test per usable answer, its limit derived again over every test;
+    `metadata.amplified.boundary` counts the tests made from boundary inputs (`kinds`: input
+    text -> kind), by kind."""
     null_expected = any(test.output.strip() == "null" for test in problem.tests)
     tests = list(problem.tests)
     cpu = list(problem.metadata.get("reference_cpu_s") or [])
+    made: Counter[str] = Counter()
     for text in texts:
         answer = answers[answer_key(problem, text, answer_time_limit(problem, config))]
         why = _usable(answer, null_expected)
@@ -569,9 +625,12 @@ def _with_generated(problem: Problem, texts: list[str], answers: dict[str, dict[
             continue
         tests.append(TestCase(input=text, output=json.dumps(json.loads(answer["return_json"])), generated=True))
         cpu.append(answer["cpu_s"])
+        if text in kinds:
+            made[kinds[text]] += 1
     generated = len(tests) - len(problem.tests)
     metadata = dict(problem.metadata)
-    metadata["amplified"] = {"candidates": len(texts), "generated": generated, "seed": config.amplify.seed, **space}
+    metadata["amplified"] = {"candidates": len(texts), "generated": generated, "seed": config.amplify.seed,
+                             "boundary_candidates": len(kinds), "boundary": dict(sorted(made.items())), **space}
     update: dict[str, Any] = {"tests": tests, "metadata": metadata}
     if len(cpu) == len(tests) and metadata.get("time_limit_from") == "reference":
         metadata["reference_cpu_s"] = cpu

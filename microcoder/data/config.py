@@ -229,6 +229,10 @@ class AmplifyConfig(Section):
     and cost amplify time and corpus size in proportion (benchmarks/corpus_adequacy.py
     measures what a build's tests catch; results/data_pipeline.md, "Corpus adequacy", has
     50 against 100)."""
+    boundary_inputs: int = Field(30, ge=0)
+    """Inputs at the edges of each such problem's input space (boundaries.py: sizes and
+    values at their stated ends, empty, zero, equal items, ties, a shift equal to a size,
+    leap days), generated beside the `tests_per_problem` random ones."""
     seed: int = 0
     """Seed of the generated inputs (with each problem's id)."""
     max_items: int = Field(60, ge=1)
@@ -240,6 +244,13 @@ class AmplifyConfig(Section):
     keep_unverified: bool = False
     """Keep problems with no reference solution (marked `metadata.verified: false`): their
     tests cannot be checked or extended, and most are the statement's examples."""
+    unverified_hidden: bool = False
+    """Opt-in tier: keep a problem with no reference solution when it ships at least
+    `unverified_hidden_min_tests` hidden tests (CodeContests' generated tests, say), labelled
+    `metadata.tier: unverified_hidden` with its own adequacy estimate
+    (`metadata.unverified_hidden`); out of the default corpus, as nothing checked its tests."""
+    unverified_hidden_min_tests: int = Field(5, ge=1)
+    """Hidden stored tests an unverified problem needs to enter the `unverified_hidden` tier."""
     batch_size: int = Field(500, ge=1)
     """Reference runs between two writes of the answer cache."""
     answers_from: str | None = None

@@ -101,6 +101,9 @@ class Domain:
     Strings are then drawn position by position, keeping separators where they were."""
     seen: list[Value] = field(default_factory=list)
     """Stored values, for 'fixed' and for mutating."""
+    number_shape: str | None = None
+    """Strings of one shape around their integers ("1+-1i" and "3+4i" are both `#+#i`, see
+    `number_shape`), of varying length: drawn as that shape with integers in `low`..`high`."""
 
 
 def _kind(value: Value) -> str:
@@ -131,6 +134,30 @@ def _template(values: list[str]) -> list[str] | None:
     return ["".join(sorted({value[index] for value in values})) for index in range(len(values[0]))]
 
 
+_INTEGER = re.compile(r"-?\d+")
+
+
+def number_shape(value: str) -> str:
+    """The string with each integer (a digit run, its minus sign with it) as `#`."""
+    return _INTEGER.sub("#", value)
+
+
+def _number_shape(values: list[str]) -> tuple[str, int, int] | None:
+    """(shape, least, greatest integer) when every value has one shape with an integer and
+    something else in it ("1+1i", "1+-1i"; not plain numbers, whose digits carry their own
+    rules), and the values are not of one length (a `_template` keeps those); else None."""
+    if len(values) < 2 or len({len(value) for value in values}) == 1:
+        return None
+    shapes = {number_shape(value) for value in values}
+    if len(shapes) != 1:
+        return None
+    shape = shapes.pop()
+    if "#" not in shape or not shape.replace("#", "") or "##" in shape:  # "1-2": a minus or a separator?
+        return None
+    numbers = [int(number) for value in values for number in _INTEGER.findall(value)]
+    return shape, min(numbers), max(numbers)
+
+
 def infer_domain(values: list[Value]) -> Domain:
     """The domain of `values` (one argument across the stored tests, or the items of lists)."""
     kinds = {_kind(value) for value in values}
@@ -147,6 +174,11 @@ def infer_domain(values: list[Value]) -> Domain:
         lengths = [len(value) for value in values]
         alphabet = "".join(sorted(set("".join(values)))) or "a"
         palindrome = any(len(v) >= 2 for v in values) and all(value == value[::-1] for value in values)
+        shaped = _number_shape(values)
+        if shaped is not None:
+            shape, low, high = shaped
+            return Domain("str", low=low, high=high, length_low=min(lengths), length_high=max(lengths),
+                          alphabet=alphabet, seen=values, number_shape=shape)
         return Domain("str", length_low=min(lengths), length_high=max(lengths), alphabet=alphabet,
                       palindrome=palindrome, seen=values, template=_template(values))
     if kind == "list":

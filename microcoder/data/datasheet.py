@@ -174,6 +174,7 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
                                        problems, config)
 
     lines += shown_and_hidden_section((manifests.get("amplify") or {}).get("extra", {}), problems)
+    lines += boundary_and_stdin_sections(problems, (manifests.get("amplify") or {}).get("extra", {}))
     lines += adequacy_section(out_dir / ADEQUACY_FILE)
 
     buckets = Counter(difficulty_bucket(p) for p in problems)
@@ -279,23 +280,98 @@ def shown_and_hidden_section(extra: dict, problems: list[Problem]) -> list[str]:
     return lines
 
 
+def boundary_and_stdin_sections(problems: list[Problem], amplify_extra: dict) -> list[str]:
+    """The generated tests made from boundary inputs, per source and kind (boundaries.py);
+    then what the stdin problems lack (`stdin_section`)."""
+    from microcoder.data.boundaries import KINDS
+
+    by_source: dict[str, Counter[str]] = defaultdict(Counter)
+    for problem in problems:
+        made = (problem.metadata.get("amplified") or {}).get("boundary")
+        if made is None:
+            continue
+        tally = by_source[problem.metadata.get("pipeline_source", problem.source)]
+        tally["problems"] += 1
+        tally["with boundary tests"] += bool(made)
+        tally.update(made)
+    lines = ["## Boundary inputs", "",
+             "Generated tests whose inputs sit at the edges of the problem's input space (`amplify.boundary_inputs` "
+             "per problem, beside the random ones; each inside the stated constraints and the stored inputs' "
+             "domains): per source, the amplified problems, those with at least one boundary test, and the "
+             "boundary tests of each kind.", ""]
+    if not by_source:
+        return lines + ["No amplified problem in the corpus.", ""] + stdin_section(amplify_extra.get("stdin", {}),
+                                                                                     problems)
+    kinds = [kind for kind in KINDS if any(tally[kind] for tally in by_source.values())]
+    lines += ["| source | amplified problems | with boundary tests | " + " | ".join(kinds) + " |",
+              "|---|---:|---:|" + "---:|" * len(kinds)]
+    for source, tally in sorted(by_source.items()):
+        lines.append(f"| {source} | {tally['problems']} | {tally['with boundary tests']} | "
+                     + " | ".join(str(tally[kind]) for kind in kinds) + " |")
+    return lines + [""] + stdin_section(amplify_extra.get("stdin", {}), problems)
+
+
+def stdin_section(per_source: dict[str, dict[str, int]], problems: list[Problem]) -> list[str]:
+    """Per source, what its stdin problems lack to enter the corpus, from the amplify
+    stage's counts: a reference (nothing else checks a test or answers a generated input),
+    hidden tests, enough of them for the `unverified_hidden` tier."""
+    lines = ["## Stdin problems", "",
+             "The amplify stage generates no input for a `stdin` problem (its input grammar is no JSON value), "
+             "so a stdin problem enters the default corpus only with a reference solution and a hidden stored "
+             "test. What each source's stdin problems, as they reach the amplify stage, bring and lack:", ""]
+    if not per_source:
+        return lines + ["No stdin problem reached the amplify stage.", ""]
+    minimum = next((key.split()[1] for tally in per_source.values() for key in tally if key.endswith("+ hidden tests")),
+                   "5+")
+    lines += [f"| source | problems | with a reference | with a hidden test | with {minimum} hidden tests | "
+              "stored tests | of them shown | lacks |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for source, tally in sorted(per_source.items()):
+        count = tally.get("problems", 0)
+        many = next((value for key, value in tally.items() if key.endswith("+ hidden tests")), 0)
+        lacks = []
+        if tally.get("with a reference", 0) < count:
+            lacks.append(f"a reference solution ({count - tally.get('with a reference', 0)} of {count})")
+        if tally.get("with a hidden test", 0) < count:
+            lacks.append(f"any hidden test: every stored test is the statement's "
+                         f"({count - tally.get('with a hidden test', 0)} of {count})")
+        if many < count:
+            lacks.append(f"{minimum} hidden tests for the unverified_hidden tier ({count - many} of {count})")
+        lines.append(f"| {source} | {count} | {tally.get('with a reference', 0)} | {tally.get('with a hidden test', 0)} "
+                     f"| {many} | {tally.get('stored tests', 0)} | {tally.get('shown tests', 0)} | "
+                     + ("; ".join(lacks) or "nothing") + " |")
+    tier = [problem for problem in problems if problem.metadata.get("tier") == "unverified_hidden"]
+    if tier:
+        shares = sorted(problem.metadata["unverified_hidden"].get("constant_output_share", 0) for problem in tier)
+        lines += ["", f"**unverified_hidden** (opt-in, `amplify.unverified_hidden`): {len(tier)} problems with no "
+                  "reference, kept for their hidden stored tests, labelled `metadata.tier: unverified_hidden`. Nothing "
+                  "checked their tests. Their adequacy estimate, the share of a problem's hidden tests the best constant "
+                  f"output passes (read off the expected outputs): median {shares[len(shares) // 2]:.2f}, "
+                  f"worst {shares[-1]:.2f}; `metadata.unverified_hidden` also has the empty output's and "
+                  "the echoed input's share."]
+    return lines + [""]
+
+
 def adequacy_section(path: Path) -> list[str]:
-    """The corpus's quality figure (benchmarks/corpus_adequacy.py), when it has been measured."""
+    """The corpus's quality figure (benchmarks/corpus_adequacy.py), when it has been measured:
+    per source, problems accepting a provably wrong mutant under the build's own generator and
+    under the independent oracle."""
     lines = ["## Test adequacy", ""]
     if not path.exists():
-        return lines + ["Not measured for this build: `python benchmarks/corpus_adequacy.py --build-dir WORK_DIR` "
-                        "mutates references, judges the mutants on the stored and on the amplified tests and "
-                        "writes the figures here.", ""]
+        return lines + ["Not measured for this build: `python benchmarks/corpus_adequacy.py --config CONFIG "
+                        "--write-datasheet` mutates references, decides which mutants are provably wrong by two "
+                        "oracles (the build's generator, and an independent one), judges them on the stored and on "
+                        "the corpus's tests and writes the figures here.", ""]
     report = json.loads(path.read_text())
     lines += [report.get("summary", ""), "",
-              "| source | problems | mutants | provably wrong | killed by stored tests | killed by corpus tests | "
-              "problems accepting a wrong mutant, of those with one (stored) | (corpus) | shown-outputs program rewarded |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| source | problems | mutants | provably wrong (own / independent) | problems accepting a wrong "
+              "mutant, stored tests (own) | corpus tests (own) | corpus tests (independent) | shown-outputs program "
+              "rewarded |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for source, row in report.get("per_source", {}).items():
-        lines.append(f"| {source} | {row['problems']} | {row['mutants']} | {row['provably_wrong']} | "
-                     f"{row['killed_stored']} | {row['killed_corpus']} | {row['accepting_stored']} / "
+        lines.append(f"| {source} | {row['problems']} | {row['mutants']} | {row['provably_wrong']} / "
+                     f"{row.get('provably_wrong_independent', 'n/a')} | {row['accepting_stored']} / "
                      f"{row['problems_with_wrong_mutants']} | {row['accepting_corpus']} / "
-                     f"{row['problems_with_wrong_mutants']} | {row['shown_outputs_rewarded']} / "
+                     f"{row['problems_with_wrong_mutants']} | {row.get('accepting_corpus_independent', 'n/a')} / "
+                     f"{row.get('problems_with_wrong_independent', 'n/a')} | {row['shown_outputs_rewarded']} / "
                      f"{row['shown_outputs_judged']} |")
     return lines + ["", f"Command: `{report.get('command', '')}`", ""]
 
