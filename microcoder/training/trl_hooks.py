@@ -37,9 +37,11 @@ that changes (tests/test_training_trl_hooks.py unless named):
 - vLLM (tests/test_vllm_training.py, tests/test_vllm_generation.py: the vLLM environment,
   `bash scripts/test_vllm.sh`; here only TRL's names and signatures are checked):
   `grpo_trainer.VLLMGeneration` swapped while the trainer is built (`colocated_vllm`),
-  `VLLMGeneration._init_vllm` (the engine start, `vllm_generation.LLM` given our dtype
-  and eager mode), `sync_weights` through `_iter_named_params` (colocate weight sync),
-  and `_last_loaded_step`, TRL's record of the step whose weights vLLM holds
+  `VLLMGeneration._init_vllm` (the engine start, `vllm_generation.LLM` given our dtype,
+  eager mode, and a seed derived from the run's in place of TRL's tensor-parallel group
+  index, inside `rng_state_kept`: vLLM's worker re-seeds the process as it starts;
+  tests/test_vllm_seeds.py), `sync_weights` through `_iter_named_params` (colocate
+  weight sync), and `_last_loaded_step`, TRL's record of the step whose weights vLLM holds
   (`sync_vllm_weights`). Why each is changed: `vllm_rollout.py`.
 
 Building a trainer checks the installed TRL against `TRL_VERSION` and refuses another
@@ -56,7 +58,8 @@ import torch
 import trl
 from trl import GRPOTrainer
 
-from microcoder.policy.vllm_engine import dtype_name, prepare_environment, push_weights
+from microcoder.policy.vllm_engine import dtype_name, engine_seed, prepare_environment, push_weights, rng_state_kept
+from microcoder.policy.vllm_hooks import check_vllm_version
 
 TRL_VERSION = "1.16.0"
 """The TRL release the hooks below were read against (pyproject.toml pins it)."""
@@ -101,7 +104,7 @@ class TRLHooks(GRPOTrainer):
 
     def __init__(self, *, model, reward_funcs, args, train_dataset, processing_class):
         check_trl_version()
-        with colocated_vllm() if args.use_vllm else contextlib.nullcontext():
+        with colocated_vllm(args.seed) if args.use_vllm else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
                              processing_class=processing_class)
         self.temperature_cells = [fused_head_temperature_cell(self.model)]
@@ -208,8 +211,9 @@ class TRLHooks(GRPOTrainer):
 
 # ---- vLLM: TRL's VLLMGeneration with our engine start and colocate weight sync ------------------
 
-def vllm_generation_class():
-    """TRL's VLLMGeneration with our engine start and colocate weight sync (vllm_rollout.py says why)."""
+def vllm_generation_class(seed: int):
+    """TRL's VLLMGeneration with our engine start and colocate weight sync (vllm_rollout.py says why),
+    its engine seeded from the run's `seed`."""
     from trl.generation import vllm_generation
 
     class MicroCoderVLLM(vllm_generation.VLLMGeneration):
@@ -217,15 +221,22 @@ def vllm_generation_class():
             if self.mode != "colocate":
                 return super()._init_vllm()
             prepare_environment(in_process=False)  # external_launcher keeps the engine in-process itself
+            check_vllm_version()
             original = vllm_generation.LLM
             dtype = dtype_name(next(self.model.parameters()).dtype)
 
             def llm(*args, **kwargs):
-                return original(*args, **kwargs, dtype=dtype, enforce_eager=True)
+                if "seed" not in kwargs:
+                    raise RuntimeError(f"trl's VLLMGeneration._init_vllm no longer passes LLM a seed; trl's internals "
+                                       f"changed: pin trl=={TRL_VERSION} or update vllm_generation_class")
+                # TRL's seed is the tensor-parallel group's index (one seed per group, whatever the run's)
+                return original(*args, **{**kwargs, "seed": engine_seed(seed, kwargs["seed"])}, dtype=dtype,
+                                enforce_eager=True)
 
             vllm_generation.LLM = llm
             try:
-                super()._init_vllm()
+                with rng_state_kept():  # vLLM's worker re-seeds this process as it starts
+                    super()._init_vllm()
             finally:
                 vllm_generation.LLM = original
 
@@ -238,12 +249,12 @@ def vllm_generation_class():
 
 
 @contextlib.contextmanager
-def colocated_vllm():
-    """Inside, GRPOTrainer builds its vLLM generator from `vllm_generation_class()`."""
+def colocated_vllm(seed: int):
+    """Inside, GRPOTrainer builds its vLLM generator from `vllm_generation_class(seed)`."""
     from trl.trainer import grpo_trainer
 
     original = grpo_trainer.VLLMGeneration
-    grpo_trainer.VLLMGeneration = vllm_generation_class()
+    grpo_trainer.VLLMGeneration = vllm_generation_class(seed)
     try:
         yield
     finally:
