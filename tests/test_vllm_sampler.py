@@ -13,8 +13,9 @@ little (another temperature, the weights before the sync): the test can tell.
 
 The policy is the tiny random model with its final norm's weight scaled up (every logit
 x NORM_SCALE), so that its next-token distribution has a head of likely tokens and a long
-tail, as a trained model's has: measured, 62 bins and a pooled tail of 0.22 at T 0.7. A
-random model's is near uniform over 49k tokens (entropy 10.7 nats), and every token would pool.
+tail, as a trained model's has: 63 bins at T 0.7 (62 tokens and the pooled tail, 0.22 of
+the mass), 101 at T 0.8 after the sync. A random model's is near uniform over 49k tokens
+(entropy 10.7 nats), and every token would pool.
 
 Runs where vLLM is installed (scripts/test_vllm.sh); skipped in the main environment.
 """
