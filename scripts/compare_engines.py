@@ -4,6 +4,12 @@ itself, and each vLLM run's final weights evaluated greedily through `generate`:
     ~/.cache/microcoder/venv-vllm/bin/python scripts/compare_engines.py [--root runs/engines] [--seeds 0 1 2 3 4]
     ~/.cache/microcoder/venv-vllm/bin/python scripts/compare_engines.py --report   # the table only, trains nothing
 
+`--override KEY=VALUE` (repeatable) is given to every fresh run beside the arm's own, e.g.
+a smoke run of the whole pipeline on a small model in minutes: `--root /tmp/engines
+--seeds 0 1 --override model=PATH --override total_steps=1` (PATH a checkpoint with
+64-dimension heads, as the vLLM tests' tiny model: vLLM's CPU attention refuses the tiny
+preset's 16).
+
 Every run trains in the vLLM environment (`bash scripts/test_vllm.sh` builds it), so both
 engines run on one transformers and the arms differ in the rollout engine alone:
 - generate          `microcoder train seed=S`, the default run (HF generate);
@@ -141,12 +147,14 @@ def report(root: Path, seeds: list[int]) -> str:
             through_generate = eval_model_scores(vllm_run / CROSS_EVAL)
             through_vllm = heldout_scores(vllm_run, "end")
             if set(through_generate) != set(through_vllm):
-                raise ValueError(f"{vllm_run}: the cross-engine evaluation scored other problems than the run's held-out")
+                raise ValueError(f"{vllm_run}: the cross-engine evaluation scored other problems than the "
+                                 "run's held-out")
             cross = f"{mean(through_generate):.3f}"
             alike = f"{sum(through_generate[p] == through_vllm[p] for p in through_vllm)} of {len(through_vllm)}"
         if (vllm_run / "metrics.jsonl").is_file():
             ratios += [json.loads(line) for line in (vllm_run / "metrics.jsonl").read_text().splitlines()]
-        lines.append(f"| {seed} | {'' if start is None else f'{start:.3f}'} | {' | '.join(cells)} | {cross} | {alike} |")
+        start_cell = "" if start is None else f"{start:.3f}"
+        lines.append(f"| {seed} | {start_cell} | {' | '.join(cells)} | {cross} | {alike} |")
     lines.append("")
     for arm in ("vllm", "generate_chunked"):
         paired = [seed for seed in seeds if seed in ends[arm] and seed in ends["generate"]]
@@ -172,6 +180,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path("runs/engines"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for every run (a fresh run only: a resumed one keeps its config)")
     parser.add_argument("--report", action="store_true", help="print the report of the runs present; train nothing")
     args = parser.parse_args()
     if not args.report:
@@ -179,7 +189,7 @@ def main() -> None:
 
         for seed in args.seeds:  # seed by seed: a partial grid is a paired comparison already
             for arm, overrides in ARMS.items():
-                train(args.root / arm / f"seed-{seed}", seed, overrides)
+                train(args.root / arm / f"seed-{seed}", seed, [*overrides, *args.override])
             cross_evaluate(args.root / "vllm" / f"seed-{seed}", seed)
     print(report(args.root, args.seeds))
 

@@ -115,7 +115,8 @@ def test_vllm_engine_start_keeps_the_rng_and_takes_the_callers_seed(fake_vllm):
 def test_another_vllm_release_is_refused_unless_accepted(fake_vllm, monkeypatch):
     check_vllm_version()  # the fake's "0.31.0+cpu": the local tag is not the release
     fake_vllm.__version__ = "0.99.0"
-    with pytest.raises(RuntimeError, match=r"vllm 0\.99\.0 is installed.*vllm_hooks\.py.*MICROCODER_ACCEPT_VLLM=0\.99\.0"):
+    with pytest.raises(RuntimeError, match=r"vllm 0\.99\.0 is installed.*vllm_hooks\.py.*"
+                                           r"MICROCODER_ACCEPT_VLLM=0\.99\.0"):
         vllm_engine.VLLMEngine("some/checkpoint")
     assert ReseedingLLM.starts == []  # refused before the engine started
     monkeypatch.setenv(ACCEPT_VLLM_ENV, "0.99.0")

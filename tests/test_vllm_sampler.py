@@ -36,7 +36,7 @@ from tests.training_support import ScriptedEvaluator, tiny_problems  # noqa: E40
 pytestmark = pytest.mark.slow  # starts a vLLM engine (~20 s) and draws thousands of tokens
 
 ALPHA = 0.001
-"""Level of the goodness-of-fit test: a correct sampler fails it once in 1,000 runs (for a given seed the draws are fixed)."""
+"""Level of the goodness-of-fit test: a correct sampler fails it once in 1,000 seeds (for one seed the draws are fixed)."""
 DRAWS = 4000
 MIN_EXPECTED = 5.0
 NORM_SCALE = 8.0
