@@ -234,8 +234,12 @@ def vllm_generation_class(seed: int):
                                 enforce_eager=True)
 
             vllm_generation.LLM = llm
+            # vLLM's worker re-seeds this process as it starts. One engine per process: the process
+            # gets its own state back (TRL's seed + rank). Tensor-parallel ranks must draw alike, so
+            # there the start's re-seeding stands: engine_seed(run seed, group) on every rank of a group.
+            keep = rng_state_kept() if self.tensor_parallel_size == 1 else contextlib.nullcontext()
             try:
-                with rng_state_kept():  # vLLM's worker re-seeds this process as it starts
+                with keep:
                     super()._init_vllm()
             finally:
                 vllm_generation.LLM = original

@@ -19,7 +19,8 @@ every other override of TRL's private names):
   vLLM's worker seeds `random`, numpy and torch with the engine's seed as it starts, in
   this process, and TRL's unseeded requests draw from this process's torch generator, so
   without both every run would sample one stream whatever its `seed`
-  (tests/test_vllm_seeds.py).
+  (tests/test_vllm_seeds.py). With tensor parallelism a group's ranks must draw alike:
+  there the start's re-seeding from the derived seed stands.
 - Colocate weight sync goes through vLLM's in-place reload (`push_weights`), not TRL's
   `model_runner.model.load_weights`: on CPU vLLM repacks linear weights for its kernels
   after loading, and TRL's call then fails on the first sync ("'Parameter' object has no
