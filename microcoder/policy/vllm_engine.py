@@ -19,8 +19,9 @@ in its own environment: scripts/test_vllm.sh builds one). Choices of ours:
   engine's seed when it starts, and in-process that is the caller's process: every draw
   after it (unseeded sampling among them: it uses this process's torch generator) would
   follow the engine's seed, whatever the run's. Every engine start of ours (this module's
-  and TRL's colocate one, trl_hooks.py) runs inside `rng_state_kept`, which gives the
-  process back its RNG state, and gives vLLM `engine_seed(run seed, rank)`.
+  and TRL's colocate one, trl_hooks.py) gives vLLM `engine_seed(run seed, rank)` and runs
+  inside `rng_state_kept`, which gives the process back its RNG state (TRL's start with
+  tensor parallelism aside: there a group's ranks must draw alike, trl_hooks.py).
 
 The engine runs inside this process (no engine subprocess): weights can then be copied
 into vLLM's model directly, as TRL's colocate mode does; an engine in another process
