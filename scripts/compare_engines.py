@@ -6,9 +6,9 @@ itself, and each vLLM run's final weights evaluated greedily through `generate`:
 
 `--override KEY=VALUE` (repeatable) is given to every fresh run beside the arm's own, e.g.
 a smoke run of the whole pipeline on a small model in minutes: `--root /tmp/engines
---seeds 0 1 --override model=PATH --override total_steps=1` (PATH a checkpoint with
-64-dimension heads, as the vLLM tests' tiny model: vLLM's CPU attention refuses the tiny
-preset's 16).
+--seeds 0 --override model=PATH --override train_top_layers=null --override total_steps=1`
+(PATH a checkpoint with 64-dimension heads, as the vLLM tests' tiny model: vLLM's CPU
+attention refuses the tiny preset's 16).
 
 Every run trains in the vLLM environment (`bash scripts/test_vllm.sh` builds it), so both
 engines run on one transformers and the arms differ in the rollout engine alone:
@@ -187,10 +187,13 @@ def main() -> None:
     if not args.report:
         import vllm  # noqa: F401  (fails here, before hours of `generate` runs, outside the vLLM environment)
 
-        for seed in args.seeds:  # seed by seed: a partial grid is a paired comparison already
-            for arm, overrides in ARMS.items():
-                train(args.root / arm / f"seed-{seed}", seed, [*overrides, *args.override])
-            cross_evaluate(args.root / "vllm" / f"seed-{seed}", seed)
+        try:
+            for seed in args.seeds:  # seed by seed: a partial grid is a paired comparison already
+                for arm, overrides in ARMS.items():
+                    train(args.root / arm / f"seed-{seed}", seed, [*overrides, *args.override])
+                cross_evaluate(args.root / "vllm" / f"seed-{seed}", seed)
+        except subprocess.CalledProcessError as error:
+            sys.exit(f"compare_engines: `{' '.join(error.cmd)}` failed (exit {error.returncode}); its output is above")
     print(report(args.root, args.seeds))
 
 
