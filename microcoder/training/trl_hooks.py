@@ -43,9 +43,11 @@ that changes (tests/test_training_trl_hooks.py unless named):
 - vLLM (tests/test_vllm_training.py, tests/test_vllm_generation.py: the vLLM environment,
   `bash scripts/test_vllm.sh`; here only TRL's names and signatures are checked):
   `grpo_trainer.VLLMGeneration` swapped while the trainer is built (`colocated_vllm`),
-  `VLLMGeneration._init_vllm` (the engine start, `vllm_generation.LLM` given our dtype
-  and eager mode), `sync_weights` through `_iter_named_params` (colocate weight sync),
-  and `_last_loaded_step`, TRL's record of the step whose weights vLLM holds
+  `VLLMGeneration._init_vllm` (the engine start, `vllm_generation.LLM` given our dtype,
+  eager mode, and a seed derived from the run's in place of TRL's tensor-parallel group
+  index, inside `rng_state_kept`: vLLM's worker re-seeds the process as it starts;
+  tests/test_vllm_seeds.py), `sync_weights` through `_iter_named_params` (colocate
+  weight sync), and `_last_loaded_step`, TRL's record of the step whose weights vLLM holds
   (`sync_vllm_weights`). Why each is changed: `vllm_rollout.py`.
 
 Building a trainer checks the installed TRL against `TRL_VERSION` and refuses another
@@ -64,7 +66,8 @@ import torch
 import trl
 from trl import GRPOTrainer
 
-from microcoder.policy.vllm_engine import dtype_name, prepare_environment, push_weights
+from microcoder.policy.vllm_engine import dtype_name, engine_seed, prepare_environment, push_weights, rng_state_kept
+from microcoder.policy.vllm_hooks import check_vllm_version
 
 if TYPE_CHECKING:
     from microcoder.training.reward import ScoredBatch
@@ -146,7 +149,7 @@ class TRLHooks(GRPOTrainer, metaclass=abc.ABCMeta):
 
     def __init__(self, *, model, reward_funcs, args, train_dataset, processing_class):
         check_trl_version()
-        with colocated_vllm() if args.use_vllm else contextlib.nullcontext():
+        with colocated_vllm(args.seed) if args.use_vllm else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
                              processing_class=processing_class)
         self._scored_round: ScoredBatch | None = None  # see trl_rollout
@@ -275,8 +278,9 @@ class TRLHooks(GRPOTrainer, metaclass=abc.ABCMeta):
 
 # ---- vLLM: TRL's VLLMGeneration with our engine start and colocate weight sync ------------------
 
-def vllm_generation_class():
-    """TRL's VLLMGeneration with our engine start and colocate weight sync (vllm_rollout.py says why)."""
+def vllm_generation_class(seed: int):
+    """TRL's VLLMGeneration with our engine start and colocate weight sync (vllm_rollout.py says why),
+    its engine seeded from the run's `seed`."""
     from trl.generation import vllm_generation
 
     class MicroCoderVLLM(vllm_generation.VLLMGeneration):
@@ -284,15 +288,26 @@ def vllm_generation_class():
             if self.mode != "colocate":
                 return super()._init_vllm()
             prepare_environment(in_process=False)  # external_launcher keeps the engine in-process itself
+            check_vllm_version()
             original = vllm_generation.LLM
             dtype = dtype_name(next(self.model.parameters()).dtype)
 
             def llm(*args, **kwargs):
-                return original(*args, **kwargs, dtype=dtype, enforce_eager=True)
+                if "seed" not in kwargs:
+                    raise RuntimeError(f"trl's VLLMGeneration._init_vllm no longer passes LLM a seed; trl's internals "
+                                       f"changed: pin trl=={TRL_VERSION} or update vllm_generation_class")
+                # TRL's seed is the tensor-parallel group's index (one seed per group, whatever the run's)
+                return original(*args, **{**kwargs, "seed": engine_seed(seed, kwargs["seed"])}, dtype=dtype,
+                                enforce_eager=True)
 
             vllm_generation.LLM = llm
+            # vLLM's worker re-seeds this process as it starts. One engine per process: the process
+            # gets its own state back (TRL's seed + rank). Tensor-parallel ranks must draw alike, so
+            # there the start's re-seeding stands: engine_seed(run seed, group) on every rank of a group.
+            keep = rng_state_kept() if self.tensor_parallel_size == 1 else contextlib.nullcontext()
             try:
-                super()._init_vllm()
+                with keep:
+                    super()._init_vllm()
             finally:
                 vllm_generation.LLM = original
 
@@ -305,12 +320,12 @@ def vllm_generation_class():
 
 
 @contextlib.contextmanager
-def colocated_vllm():
-    """Inside, GRPOTrainer builds its vLLM generator from `vllm_generation_class()`."""
+def colocated_vllm(seed: int):
+    """Inside, GRPOTrainer builds its vLLM generator from `vllm_generation_class(seed)`."""
     from trl.trainer import grpo_trainer
 
     original = grpo_trainer.VLLMGeneration
-    grpo_trainer.VLLMGeneration = vllm_generation_class()
+    grpo_trainer.VLLMGeneration = vllm_generation_class(seed)
     try:
         yield
     finally:

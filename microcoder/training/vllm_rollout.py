@@ -12,8 +12,15 @@ every other override of TRL's private names):
   in our CPU environment (`microcoder.policy.vllm_engine.prepare_environment`: unpinned
   OpenMP threads, a bounded KV cache). TRL passes no dtype, and "auto" may serve a float32
   policy in bfloat16: its log-probs then differ from the trainer's by far more than
-  rounding, and the correction would weigh noise. TRL's own `LLM` call is kept whole (its
-  seed, `processed_logprobs`, `max_num_batched_tokens`); the keywords are added to it.
+  rounding, and the correction would weigh noise. TRL's own `LLM` call is kept whole
+  (`processed_logprobs`, `max_num_batched_tokens`); the keywords are added to it.
+- The engine's seed is derived from the run's seed and TRL's tensor-parallel group index
+  (`engine_seed`), not the group index alone, and the start runs inside `rng_state_kept`:
+  vLLM's worker seeds `random`, numpy and torch with the engine's seed as it starts, in
+  this process, and TRL's unseeded requests draw from this process's torch generator, so
+  without both every run would sample one stream whatever its `seed`
+  (tests/test_vllm_seeds.py). With tensor parallelism a group's ranks must draw alike:
+  there the start's re-seeding from the derived seed stands.
 - Colocate weight sync goes through vLLM's in-place reload (`push_weights`), not TRL's
   `model_runner.model.load_weights`: on CPU vLLM repacks linear weights for its kernels
   after loading, and TRL's call then fails on the first sync ("'Parameter' object has no

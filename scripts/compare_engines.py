@@ -1,0 +1,201 @@
+"""The default run on both rollout engines, seeds 0-4, beside the noise of `generate` against
+itself, and each vLLM run's final weights evaluated greedily through `generate`: one command.
+
+    ~/.cache/microcoder/venv-vllm/bin/python scripts/compare_engines.py [--root runs/engines] [--seeds 0 1 2 3 4]
+    ~/.cache/microcoder/venv-vllm/bin/python scripts/compare_engines.py --report   # the table only, trains nothing
+
+`--override KEY=VALUE` (repeatable) is given to every fresh run beside the arm's own, e.g.
+a smoke run of the whole pipeline on a small model in minutes: `--root /tmp/engines
+--seeds 0 --override model=PATH --override train_top_layers=null --override total_steps=1`
+(PATH a checkpoint with 64-dimension heads, as the vLLM tests' tiny model: vLLM's CPU
+attention refuses the tiny preset's 16).
+
+Every run trains in the vLLM environment (`bash scripts/test_vllm.sh` builds it), so both
+engines run on one transformers and the arms differ in the rollout engine alone:
+- generate          `microcoder train seed=S`, the default run (HF generate);
+- generate_chunked  the same with rollout_chunks=2: the same sampler drawing other random
+                    numbers (each chunk left-padded apart, the stream read in another
+                    order), i.e. what a difference between two arms that do not differ
+                    looks like at this many seeds;
+- vllm              the same with use_vllm=true (TRL's colocated engine, the correction).
+Each run is its own `microcoder train` process in ROOT/<arm>/seed-S: skipped when its
+summary.json is there, resumed from its checkpoint when it has one, otherwise (killed
+before its first checkpoint) removed and started over; rerun the command to continue.
+Then each vLLM run's final checkpoint is evaluated greedily through HF generate
+(`microcoder eval-model --backend hf`, the run's held-out problems and token limit) in
+ROOT/vllm/seed-S/eval-generate: the two engines must agree on the trained weights, not
+only on the base model.
+
+The report (printed, Markdown) gives per seed the step-0 and end held-out accuracy of each
+arm (from the runs' per-problem files, heldout_start.json and heldout_end.json), the
+differences vllm - generate and generate_chunked - generate paired by seed with a
+two-sided t test on n - 1 degrees of freedom, the cross-engine evaluation problem by
+problem, and the range of the vLLM runs' per-step correction (vllm_ratio_mean,
+vllm_ratio_max, vllm_fraction_capped).
+
+Cost, from results/default_run.md: ~17 min per `generate` run and ~11-12 min per vLLM run
+on a quiet 2-core machine, 8.4 GiB peak for vLLM: the 15 runs take about 3.8 hours, run
+one at a time on the whole machine (timings beside other jobs are not the runs' cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from scipy import stats
+
+ARMS = {"generate": [], "generate_chunked": ["rollout_chunks=2"], "vllm": ["use_vllm=true"]}
+"""Arm -> `microcoder train` overrides beside seed and run_dir."""
+CROSS_EVAL = "eval-generate"
+"""Folder, inside a vLLM run, of its final checkpoint's greedy evaluation through HF generate."""
+
+
+def train(run_dir: Path, seed: int, overrides: list[str]) -> None:
+    """Train (or resume, or skip) the run in `run_dir`."""
+    if (run_dir / "summary.json").is_file():
+        print(f"{run_dir}: finished", flush=True)
+        return
+    command = [sys.executable, "-m", "microcoder.cli", "train"]
+    if any((run_dir / "checkpoints").glob("checkpoint-*")):
+        command += ["--resume", str(run_dir)]
+    else:
+        if run_dir.exists():  # started and killed before its first checkpoint: nothing to keep
+            shutil.rmtree(run_dir)
+        command += [f"run_dir={run_dir}", f"seed={seed}", *overrides]
+    print(" ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def cross_evaluate(run_dir: Path, seed: int) -> None:
+    """Greedy held-out evaluation of the vLLM run's final checkpoint through HF generate."""
+    out = run_dir / CROSS_EVAL
+    if (out / "summary.json").is_file():
+        return
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    if config["heldout_temperature"] != 0 or config["problems"] != "default":
+        raise ValueError(f"{run_dir}: the cross-engine evaluation reads a greedy held-out of the default problems")
+    command = [sys.executable, "-m", "microcoder.cli", "eval-model", "--model", summary["final_checkpoint"],
+               "--problems", "default", "--problems-seed", str(seed), "--n", "1", "--temperature", "0",
+               "--top-p", "1.0", "--max-new-tokens", str(config["max_new_tokens"]), "--seed", str(seed),
+               "--backend", "hf", "--no-strict-judge", "--out", str(out)]
+    print(" ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def heldout_scores(run_dir: Path, name: str) -> dict[str, float]:
+    """{problem id: share of samples accepted} of the run's held-out evaluation at the start or end."""
+    record = json.loads((run_dir / f"heldout_{name}.json").read_text(encoding="utf-8"))
+    return record["scores"]["heldout_accuracy"]
+
+
+def eval_model_scores(out: Path) -> dict[str, float]:
+    """{problem id: share accepted} of an eval-model folder (robust judge, every sample)."""
+    tally: dict[str, list[int]] = {}
+    for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["verdict"] != "judge_error":
+            counts = tally.setdefault(row["problem_id"], [0, 0])
+            counts[0] += 1
+            counts[1] += row["verdict"] == "accepted"
+    return {problem: accepted / judged for problem, (judged, accepted) in tally.items()}
+
+
+def mean(scores: dict[str, float]) -> float:
+    return statistics.fmean(scores.values())
+
+
+def paired_test(differences: list[float]) -> tuple[float, float | None, float | None]:
+    """(mean, SE, two-sided p of the one-sample t test against 0 on n - 1 df); SE and p None
+    for fewer than two seeds, p None when every difference is the same."""
+    average = statistics.fmean(differences)
+    if len(differences) < 2:
+        return average, None, None
+    se = statistics.stdev(differences) / math.sqrt(len(differences))
+    if se == 0:
+        return average, se, None
+    return average, se, float(2 * stats.t.sf(abs(average / se), len(differences) - 1))
+
+
+def report(root: Path, seeds: list[int]) -> str:
+    """The comparison as Markdown, from the runs under `root` that finished."""
+    lines = ["| seed | step 0 | generate end | generate_chunked end | vllm end | vllm's weights through generate | "
+             "problems scored alike |", "|---|---|---|---|---|---|---|"]
+    ends: dict[str, dict[int, float]] = {arm: {} for arm in ARMS}
+    ratios = []
+    for seed in seeds:
+        cells, start = [], None
+        for arm in ARMS:
+            run_dir = root / arm / f"seed-{seed}"
+            if (run_dir / "summary.json").is_file():
+                ends[arm][seed] = mean(heldout_scores(run_dir, "end"))
+                start = mean(heldout_scores(run_dir, "start"))
+                cells.append(f"{ends[arm][seed]:.3f}")
+            else:
+                cells.append("not run")
+        vllm_run = root / "vllm" / f"seed-{seed}"
+        cross, alike = "not run", ""
+        if (vllm_run / CROSS_EVAL / "summary.json").is_file():
+            through_generate = eval_model_scores(vllm_run / CROSS_EVAL)
+            through_vllm = heldout_scores(vllm_run, "end")
+            if set(through_generate) != set(through_vllm):
+                raise ValueError(f"{vllm_run}: the cross-engine evaluation scored other problems than the "
+                                 "run's held-out")
+            cross = f"{mean(through_generate):.3f}"
+            alike = f"{sum(through_generate[p] == through_vllm[p] for p in through_vllm)} of {len(through_vllm)}"
+        if (vllm_run / "metrics.jsonl").is_file():
+            ratios += [json.loads(line) for line in (vllm_run / "metrics.jsonl").read_text().splitlines()]
+        start_cell = "" if start is None else f"{start:.3f}"
+        lines.append(f"| {seed} | {start_cell} | {' | '.join(cells)} | {cross} | {alike} |")
+    lines.append("")
+    for arm in ("vllm", "generate_chunked"):
+        paired = [seed for seed in seeds if seed in ends[arm] and seed in ends["generate"]]
+        if not paired:
+            continue
+        average, se, p = paired_test([ends[arm][seed] - ends["generate"][seed] for seed in paired])
+        lines.append(f"- {arm} - generate, end held-out accuracy paired by seed ({len(paired)} seeds): "
+                     f"{average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
+                     ("" if p is None else f"; two-sided t test on {len(paired) - 1} df, p = {p:.3f}") +
+                     ("" if se is None else ")"))
+    steps = [record for record in ratios if "vllm_ratio_mean" in record]
+    if steps:
+        def span(key: str) -> str:
+            values = [record[key] for record in steps]
+            return f"{min(values):.4f}-{max(values):.4f}"
+        lines.append(f"- vLLM runs' per-step correction over {len(steps)} steps: vllm_ratio_mean "
+                     f"{span('vllm_ratio_mean')}, vllm_ratio_max {span('vllm_ratio_max')}, "
+                     f"vllm_fraction_capped {span('vllm_fraction_capped')}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=Path("runs/engines"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for every run (a fresh run only: a resumed one keeps its config)")
+    parser.add_argument("--report", action="store_true", help="print the report of the runs present; train nothing")
+    args = parser.parse_args()
+    if not args.report:
+        import vllm  # noqa: F401  (fails here, before hours of `generate` runs, outside the vLLM environment)
+
+        try:
+            for seed in args.seeds:  # seed by seed: a partial grid is a paired comparison already
+                for arm, overrides in ARMS.items():
+                    train(args.root / arm / f"seed-{seed}", seed, [*overrides, *args.override])
+                cross_evaluate(args.root / "vllm" / f"seed-{seed}", seed)
+        except subprocess.CalledProcessError as error:
+            sys.exit(f"compare_engines: `{' '.join(error.cmd)}` failed (exit {error.returncode}); its output is above")
+    print(report(args.root, args.seeds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""scripts/compare_engines.py's report: the two-sided paired test and what it reads from run folders."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "compare_engines.py"
+
+
+@pytest.fixture(scope="module")
+def compare_engines():
+    spec = importlib.util.spec_from_file_location("compare_engines", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_paired_test_is_two_sided_on_n_minus_1_df(compare_engines):
+    # vLLM against generate in the 3-seed record: 48 vs 50, 47 vs 51, 49 vs 55 problems of 96.
+    # d = -(1, 2, 3) x 2/96: mean -4/96, SE (2/96)/sqrt(3), t = -2 sqrt(3); on 2 df the t
+    # distribution's CDF is 1/2 + t / (2 sqrt(2 + t^2)), so p = 1 - 2 sqrt(3) / sqrt(14) = 0.0742.
+    mean, se, p = compare_engines.paired_test([-2 / 96, -4 / 96, -6 / 96])
+    assert mean == pytest.approx(-4 / 96)
+    assert se == pytest.approx(2 / 96 / 3 ** 0.5)
+    assert p == pytest.approx(1 - 2 * 3 ** 0.5 / 14 ** 0.5)
+    assert round(p, 3) == 0.074
+    assert compare_engines.paired_test([0.01]) == (0.01, None, None)
+    assert compare_engines.paired_test([0.01, 0.01])[2] is None  # SE 0: no t
+
+
+def write_run(run_dir: Path, start: dict, end: dict, ratios=()) -> None:
+    run_dir.mkdir(parents=True)
+    for name, scores in (("start", start), ("end", end)):
+        (run_dir / f"heldout_{name}.json").write_text(json.dumps({"scores": {"heldout_accuracy": scores}}))
+    (run_dir / "summary.json").write_text(json.dumps({"final_checkpoint": str(run_dir / "checkpoints/checkpoint-10")}))
+    (run_dir / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, "vllm_ratio_mean": mean, "vllm_ratio_max": high, "vllm_fraction_capped": 0.0}) + "\n"
+        for step, (mean, high) in enumerate(ratios, 1)))
+
+
+def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate(compare_engines, tmp_path):
+    start = {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}
+    ends = {"generate": ({"a": 1.0, "b": 1.0, "c": 0.0, "d": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0}),
+            "generate_chunked": ({"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0}),
+            "vllm": ({"a": 1.0, "b": 0.0, "c": 0.0, "d": 0.0}, {"a": 1.0, "b": 1.0, "c": 0.0, "d": 0.0})}
+    for arm, per_seed in ends.items():
+        for seed, end in enumerate(per_seed):
+            write_run(tmp_path / arm / f"seed-{seed}", start, end,
+                      ratios=[(1.001, 1.01), (0.999, 1.03)] if arm == "vllm" else ())
+    cross = tmp_path / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
+    cross.mkdir()
+    (cross / "summary.json").write_text("{}")
+    verdicts = {"a": "accepted", "b": "accepted", "c": "wrong_answer", "d": "accepted"}  # b, d differ from vLLM's
+    (cross / "results.jsonl").write_text("".join(json.dumps({"problem_id": problem, "verdict": verdict}) + "\n"
+                                                 for problem, verdict in verdicts.items()))
+    text = compare_engines.report(tmp_path, [0, 1])
+    assert "| 0 | 0.250 | 0.500 | 0.750 | 0.250 | 0.750 | 2 of 4 |" in text
+    assert "| 1 | 0.250 | 0.750 | 0.750 | 0.500 | not run |  |" in text
+    # vllm - generate: -0.25 both seeds (SE 0, no p); chunked - generate: +0.25, 0
+    assert "- vllm - generate, end held-out accuracy paired by seed (2 seeds): -0.250 (SE 0.000)" in text
+    assert "- generate_chunked - generate, end held-out accuracy paired by seed (2 seeds): +0.125 (SE 0.125; " \
+           "two-sided t test on 1 df, p = 0.500)" in text
+    assert "over 4 steps: vllm_ratio_mean 0.9990-1.0010, vllm_ratio_max 1.0100-1.0300" in text
