@@ -4,6 +4,7 @@ problems, and a two-node Ray cluster on this machine building a small config.
 
     python benchmarks/corpus_scale.py                       # every part (~15-25 min on 2 cores)
     python benchmarks/corpus_scale.py --parts throughput    # one part: throughput, memory, cluster
+    python benchmarks/corpus_scale.py --smoke               # throughput on 8 made-up problems, once
 
 Parts:
 - throughput: LeetCodeDataset v0.2.0-train's first `--problems` references run on their
@@ -72,9 +73,15 @@ def load() -> str:
 # ------------------------------------------------------------------ throughput
 
 
-def reference_problems(count: int):
+def reference_problems(count: int, smoke: bool = False):
     from microcoder.data.loaders import load_problems
+    from microcoder.problems import Problem
 
+    if smoke:  # made-up call problems with references: the benchmark's path, without ../shared
+        return [Problem(id=f"smoke/add-{n}", kind="call", entry_point="Solution().add", prompt="Add a and b.",
+                        tests=[{"input": f"{n}\n{k}", "output": str(n + k)} for k in range(3)],
+                        metadata={"reference_solution": "class Solution:\n    def add(self, a, b):\n        return a + b\n"})
+                for n in range(count)]
     problems, _ = load_problems(LEETCODE)
     chosen = [p for p in problems if isinstance(p.metadata.get("reference_solution"), str) and p.tests][:count]
     return chosen
@@ -121,7 +128,7 @@ def throughput(args) -> dict:
     from microcoder.data.ray_engine import RayEvaluator
     from microcoder.evaluator import Evaluator, EvaluatorConfig
 
-    problems = reference_problems(args.problems)
+    problems = reference_problems(args.problems, args.smoke)
     print(f"\n## Throughput: {len(problems)} LeetCodeDataset references, {args.cores} cores, {load()}")
     local = Evaluator(EvaluatorConfig(workers=args.cores, time_limit_s=4.0, record_test_cpu=True))
     ray.init(address="local", num_cpus=args.cores, include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -347,8 +354,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chunk-size", type=int, default=16)
     parser.add_argument("--generated", type=int, default=100, help="generated inputs per problem (extrapolation)")
+    parser.add_argument("--smoke", action="store_true", help="throughput only, on 8 made-up problems, once")
     args = parser.parse_args()
-    if not LEETCODE.exists():
+    if args.smoke:
+        args.parts, args.problems, args.repeats = ["throughput"], 8, 1
+    elif not LEETCODE.exists():
         raise SystemExit(f"needs ../shared/data ({LEETCODE} not found)")
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()

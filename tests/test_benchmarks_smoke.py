@@ -16,7 +16,7 @@ BENCHMARKS = REPO / "benchmarks"
 # Seconds each takes on a loaded 2-core machine; those over ~20 s are marked slow.
 QUICK = ["evaluator_cost_split", "fork_floor", "evaluator_leaks", "differential", "reference_cpu_variation",
          "time_limit_changes", "reward_test_budget", "corpus_adequacy", "serve_overload", "livecodebench_agreement",
-         "noisy_neighbour", "statement_readings"]
+         "noisy_neighbour", "statement_readings", "corpus_scale"]
 SLOW = ["evaluator_accuracy", "evaluator_speed", "serve_load", "serve_speed", "train_step", "base_model_passrate",
         "reward_cache", "generate_options", "vllm_parity", "vllm_weight_copy"]
 HELPERS = ["workloads"]  # modules the benchmarks share, not benchmarks themselves
