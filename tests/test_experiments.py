@@ -1065,7 +1065,7 @@ def test_the_record_says_what_was_decided_after_the_data_and_the_front_readme_ag
     for text in (front, default_run):
         assert re.search(r"two-sided p (= )?0\.074", text), "the vLLM comparison's two-sided p is not quoted"
         for quote in re.finditer(r"p (= )?0\.037", text):  # the one-sided p only beside the two-sided one
-            assert "two-sided p" in text[quote.end():quote.end() + 120], text[quote.start():quote.end() + 120]
+            assert "two-sided p" in text[max(0, quote.start() - 120):quote.end() + 120], text[quote.start():quote.end() + 120]
     assert "Every published run has its per-problem" in front and "not yet for all" not in front
     assert "Every published run now has its per-problem files" in readme
 
