@@ -63,8 +63,8 @@ fi
 # names the KV cache keyword differently from the main one's, 5.24, which they exercise), each
 # file in its own process: an engine's memory (its KV cache, 2 GiB) is not given back when a
 # test ends, and the files start about a dozen engines between them (measured: 8.6 GB peak
-# resident for test_vllm_seeds.py's three; all files in one process were killed, exit 137,
-# twice on a 23 GB host).
+# resident for test_vllm_seeds.py's three; all files in one process grew to 22 GB resident on
+# a 23 GB host, seen in ps, before they were stopped by hand).
 status=0
 for file in tests/test_vllm*.py tests/test_training_vllm.py tests/test_policy_generation.py; do
     "$PY" -m pytest -q "$file" "$@" || status=1
