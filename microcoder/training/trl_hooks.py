@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,6 +65,7 @@ import torch
 import trl
 from trl import GRPOTrainer
 
+from microcoder.pins import refuse_other_release
 from microcoder.policy.vllm_engine import dtype_name, engine_seed, prepare_environment, push_weights, rng_state_kept
 from microcoder.policy.vllm_hooks import check_vllm_version
 
@@ -80,15 +80,9 @@ ACCEPT_TRL_ENV = "MICROCODER_ACCEPT_TRL"
 
 def check_trl_version(installed: str | None = None) -> None:
     """Raise RuntimeError unless the installed TRL is TRL_VERSION or the one ACCEPT_TRL_ENV names."""
-    installed = trl.__version__ if installed is None else installed
-    if installed == TRL_VERSION or os.environ.get(ACCEPT_TRL_ENV) == installed:
-        return
-    raise RuntimeError(
-        f"trl {installed} is installed, but microcoder's trainer overrides private methods of trl {TRL_VERSION} "
-        f"(microcoder/training/trl_hooks.py), which another release may have changed. Install trl=={TRL_VERSION}; "
-        f"or check each hook against trl {installed} ({ACCEPT_TRL_ENV}={installed} python -m pytest "
-        f"tests/test_training_trl_hooks.py: every test but the version pin's must pass) and keep "
-        f"{ACCEPT_TRL_ENV}={installed} set to run on it.")
+    refuse_other_release("trl", trl.__version__ if installed is None else installed, TRL_VERSION,
+                         "microcoder/training/trl_hooks.py", ACCEPT_TRL_ENV,
+                         "python -m pytest tests/test_training_trl_hooks.py, every test but the version pin's,")
 
 
 def fused_head_temperature_cell(model):
