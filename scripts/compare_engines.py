@@ -3,6 +3,13 @@ itself, and each vLLM run's final weights evaluated greedily through `generate`:
 
     ~/.cache/microcoder/venv-vllm/bin/python scripts/compare_engines.py [--root runs/engines] [--seeds 0 1 2 3 4]
     ~/.cache/microcoder/venv-vllm/bin/python scripts/compare_engines.py --report   # the table only, trains nothing
+    python scripts/compare_engines.py --report --root results/engines   # the same from the record
+
+`--record DIR` (results/engines for the record) copies each finished run's small files
+(metrics.jsonl, config.yaml, summary.json, heldout_start.json, heldout_end.json) and the
+cross-engine evaluation's summary.json and results.jsonl into DIR/<arm>/seed-S as each seed
+finishes, so that a grid spanning several sittings can be committed run by run and the
+report redrawn from DIR alone (no checkpoints there).
 
 `--override KEY=VALUE` (repeatable) is given to every fresh run beside the arm's own, e.g.
 a smoke run of the whole pipeline on a small model in minutes: `--root /tmp/engines
@@ -56,6 +63,23 @@ ARMS = {"generate": [], "generate_chunked": ["rollout_chunks=2"], "vllm": ["use_
 """Arm -> `microcoder train` overrides beside seed and run_dir."""
 CROSS_EVAL = "eval-generate"
 """Folder, inside a vLLM run, of its final checkpoint's greedy evaluation through HF generate."""
+
+
+def record_seed(root: Path, record: Path, seed: int) -> None:
+    """Copy seed `seed`'s finished runs' small files from `root` into `record` (module docstring)."""
+    from microcoder.experiments.publish import PUBLISHED_FILES
+
+    for arm in ARMS:
+        run_dir = root / arm / f"seed-{seed}"
+        if not (run_dir / "summary.json").is_file():
+            continue
+        copies = [(run_dir / name, record / arm / f"seed-{seed}" / name) for name in PUBLISHED_FILES]
+        copies += [(run_dir / CROSS_EVAL / name, record / arm / f"seed-{seed}" / CROSS_EVAL / name)
+                   for name in ("summary.json", "results.jsonl")]
+        for source, target in copies:
+            if source.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
 
 
 def train(run_dir: Path, seed: int, overrides: list[str]) -> None:
@@ -167,12 +191,20 @@ def report(root: Path, seeds: list[int]) -> str:
                      ("" if se is None else ")"))
     steps = [record for record in ratios if "vllm_ratio_mean" in record]
     if steps:
-        def span(key: str) -> str:
-            values = [record[key] for record in steps]
+        def span(rows: list[dict], key: str) -> str:
+            values = [row[key] for row in rows]
             return f"{min(values):.4f}-{max(values):.4f}"
         lines.append(f"- vLLM runs' per-step correction over {len(steps)} steps: vllm_ratio_mean "
-                     f"{span('vllm_ratio_mean')}, vllm_ratio_max {span('vllm_ratio_max')}, "
-                     f"vllm_fraction_capped {span('vllm_fraction_capped')}")
+                     f"{span(steps, 'vllm_ratio_mean')}, vllm_ratio_max {span(steps, 'vllm_ratio_max')}, "
+                     f"vllm_fraction_capped {span(steps, 'vllm_fraction_capped')}")
+        # Step by step across the vLLM runs: the importance weight of the rollouts' tokens,
+        # trainer's probability / vLLM's (TRL caps it at vllm_importance_sampling_cap).
+        lines += ["", "| step | vLLM runs | vllm_ratio_mean (range over runs) | vllm_ratio_max (range) | "
+                  "vllm_fraction_capped (range) |", "|---|---|---|---|---|"]
+        for step in sorted({row["step"] for row in steps}):
+            rows = [row for row in steps if row["step"] == step]
+            lines.append(f"| {step} | {len(rows)} | {span(rows, 'vllm_ratio_mean')} | {span(rows, 'vllm_ratio_max')} | "
+                         f"{span(rows, 'vllm_fraction_capped')} |")
     return "\n".join(lines)
 
 
@@ -183,6 +215,8 @@ def main() -> None:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every run (a fresh run only: a resumed one keeps its config)")
     parser.add_argument("--report", action="store_true", help="print the report of the runs present; train nothing")
+    parser.add_argument("--record", type=Path, default=None,
+                        help="copy each finished seed's small files here (results/engines for the record)")
     args = parser.parse_args()
     if not args.report:
         import vllm  # noqa: F401  (fails here, before hours of `generate` runs, outside the vLLM environment)
@@ -192,6 +226,8 @@ def main() -> None:
                 for arm, overrides in ARMS.items():
                     train(args.root / arm / f"seed-{seed}", seed, [*overrides, *args.override])
                 cross_evaluate(args.root / "vllm" / f"seed-{seed}", seed)
+                if args.record is not None:
+                    record_seed(args.root, args.record, seed)
         except subprocess.CalledProcessError as error:
             sys.exit(f"compare_engines: `{' '.join(error.cmd)}` failed (exit {error.returncode}); its output is above")
     print(report(args.root, args.seeds))

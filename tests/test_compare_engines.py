@@ -65,3 +65,28 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
     assert "- generate_chunked - generate, end held-out accuracy paired by seed (2 seeds): +0.125 (SE 0.125; " \
            "two-sided t test on 1 df, p = 0.500)" in text
     assert "over 4 steps: vllm_ratio_mean 0.9990-1.0010, vllm_ratio_max 1.0100-1.0300" in text
+
+
+def test_the_record_keeps_what_the_report_reads_and_no_checkpoint(compare_engines, tmp_path):
+    root, record = tmp_path / "runs", tmp_path / "record"
+    start = {"a": 0.0, "b": 1.0}
+    for seed in (0, 1):
+        for arm in compare_engines.ARMS:
+            write_run(root / arm / f"seed-{seed}", start, {"a": float(seed), "b": 1.0},
+                      ratios=[(1.002, 1.05), (0.998, 1.02)] if arm == "vllm" else ())
+            (root / arm / f"seed-{seed}" / "checkpoints" / "checkpoint-10").mkdir(parents=True)
+            (root / arm / f"seed-{seed}" / "checkpoints" / "checkpoint-10" / "model.safetensors").write_bytes(b"w")
+    cross = root / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
+    cross.mkdir()
+    (cross / "summary.json").write_text("{}")
+    (cross / "results.jsonl").write_text("".join(json.dumps({"problem_id": p, "verdict": "accepted"}) + "\n"
+                                                 for p in "ab"))
+    compare_engines.record_seed(root, record, 0)
+    assert compare_engines.report(record, [0]) == compare_engines.report(root, [0])
+    assert not list(record.rglob("checkpoint*")) and not (record / "generate" / "seed-1").exists()
+    compare_engines.record_seed(root, record, 1)
+    text = compare_engines.report(record, [0, 1])
+    assert text == compare_engines.report(root, [0, 1])
+    # step by step over both vLLM runs
+    assert "| 1 | 2 | 1.0020-1.0020 | 1.0500-1.0500 | 0.0000-0.0000 |" in text
+    assert "| 2 | 2 | 0.9980-0.9980 | 1.0200-1.0200 | 0.0000-0.0000 |" in text
