@@ -137,10 +137,11 @@ def main() -> None:
             derived, slowest = reference_derived_limit(evaluator, stdin_problem(tests), CORRECT)
             workloads[derived_name] = (stdin_problem(tests).model_copy(update={"time_limit_s": derived}), mix)
             workloads[f"RL-like mix, reference-derived limit ({derived:g} s)"] = workloads.pop(derived_name)
-        floors = {
+        floors = {  # not for --against's runs, which read walls and CPU only
             name: statistics.median(floor_ms_per_sample(kind, code, prelude, n, tests, size) for _ in range(args.repeat))
             for name, kind, code, prelude in (("trivial stdin", "stdin", CORRECT, ""),
                                               ("trivial call", "call", CORRECT_CALL, DEFAULT_CALL_PRELUDE))
+            if name in workloads and not args.json
         }
         print(f"{n} samples x {tests} tests, {size} workers on {os.cpu_count()} cores, "
               f"isolation: {evaluator.sandbox.plan.description}\n")
@@ -148,7 +149,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|")
         rows = {}
         for name, (problem, codes) in workloads.items():
-            repeats = args.repeat if name in floors else 1  # they take a second each, and vary run to run
+            repeats = args.repeat if name.startswith("trivial") else 1  # they take a second each, and vary run to run
             row = sorted((measure(evaluator, problem, codes) for _ in range(repeats)), key=lambda r: r["wall"])[repeats // 2]
             rows[name] = row
             verdicts = ", ".join(f"{k} {v}" for k, v in sorted(row["verdicts"].items()))
@@ -178,6 +179,22 @@ def main() -> None:
                            for name, row in rows.items()}, handle)
 
 
+def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of the per-round ratios new/old and its two-sided 95% interval (t on
+    the log ratios, n - 1 degrees of freedom): each round runs both versions back to back, so
+    the load they share cancels in the ratio. The interval is (nan, nan) with one round."""
+    import math
+
+    from scipy import stats
+
+    logs = [math.log(new / old) for old, new in zip(olds, news)]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = float(stats.t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def compare_against(args) -> None:
     """This script on `args.against`'s package and on this one's, alternately, each in a
     fresh process with that checkout first on its path; prints median walls and ratios."""
@@ -203,7 +220,9 @@ def compare_against(args) -> None:
                 for name, row in json.loads(out.read_text()).items():
                     walls[version].setdefault(name, []).append(row["wall"])
                     cpus[version].setdefault(name, []).append(row["cpu_ms_per_run"])
-                print(f"round {round_index + 1}/{args.rounds}: {version} done", flush=True)
+            print(f"round {round_index + 1}/{args.rounds}, new / old: " + ", ".join(
+                f"{name} wall {walls['new'][name][-1] / walls['old'][name][-1]:.3f} CPU "
+                f"{cpus['new'][name][-1] / cpus['old'][name][-1]:.3f}" for name in walls["new"]), flush=True)
     print(f"\n{args.samples} samples x {args.tests} tests, median wall of {args.rounds} runs each, alternating; "
           f"old = {args.against}\n")
     print("| workload | old wall s | new wall s | new / old | old walls | new walls | CPU ms per run (run + worker + ours), old / new |")
@@ -214,6 +233,14 @@ def compare_against(args) -> None:
         cpu = {version: statistics.median(cpus[version][name]) for version in cpus}
         print(f"| {name} | {old:.2f} | {new:.2f} | {new / old:.3f} | {spread['old']} | {spread['new']} | "
               f"{cpu['old']:.2f} / {cpu['new']:.2f} |")
+    print(f"\nPaired by round (each round runs old then new back to back): geometric mean of new / old, "
+          f"two-sided 95% interval; a change is within x% when the interval's upper end is below 1 + x/100.\n")
+    print("| workload | rounds | wall new / old (95% CI) | CPU per run new / old (95% CI) |")
+    print("|---|---|---|---|")
+    for name in walls["new"]:
+        wall, cpu = (paired_ratio(series["old"][name], series["new"][name]) for series in (walls, cpus))
+        print(f"| {name} | {len(walls['new'][name])} | {wall[0]:.3f} ({wall[1]:.3f}-{wall[2]:.3f}) | "
+              f"{cpu[0]:.3f} ({cpu[1]:.3f}-{cpu[2]:.3f}) |")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -7,7 +7,7 @@ itself, and each vLLM run's final weights evaluated greedily through `generate`:
 
 `--record DIR` (results/engines for the record) copies each finished run's small files
 (metrics.jsonl, config.yaml, summary.json, heldout_start.json, heldout_end.json) and the
-cross-engine evaluation's summary.json and results.jsonl into DIR/<arm>/seed-S as each seed
+cross-engine evaluation's summary.json and results.jsonl into DIR/<arm>/seed-S as each
 finishes, so that a grid spanning several sittings can be committed run by run and the
 report redrawn from DIR alone (no checkpoints there).
 
@@ -225,6 +225,8 @@ def main() -> None:
             for seed in args.seeds:  # seed by seed: a partial grid is a paired comparison already
                 for arm, overrides in ARMS.items():
                     train(args.root / arm / f"seed-{seed}", seed, [*overrides, *args.override])
+                    if args.record is not None:
+                        record_seed(args.root, args.record, seed)
                 cross_evaluate(args.root / "vllm" / f"seed-{seed}", seed)
                 if args.record is not None:
                     record_seed(args.root, args.record, seed)
