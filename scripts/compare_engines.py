@@ -8,7 +8,7 @@ itself, and each vLLM run's final weights evaluated greedily through `generate`:
 `--record DIR` (results/engines for the record) copies each finished run's small files
 (metrics.jsonl, config.yaml, summary.json, heldout_start.json, heldout_end.json) and the
 cross-engine evaluation's summary.json and results.jsonl into DIR/<arm>/seed-S as each
-finishes, so that a grid spanning several sittings can be committed run by run and the
+run finishes, so that a grid spanning several sittings can be committed run by run and the
 report redrawn from DIR alone (no checkpoints there).
 
 `--override KEY=VALUE` (repeatable) is given to every fresh run beside the arm's own, e.g.
