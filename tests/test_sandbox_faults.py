@@ -139,3 +139,44 @@ def test_a_machine_fault_in_the_data_builds_reference_run_stops_the_stage_and_is
         update={"kind": "call", "entry_point": "f", "metadata": {"reference_solution": "def f(x):\n    return x\n"}})
     with pytest.raises(SandboxFault, match="could not run p's reference"):
         amplify._answer(Context(), problem, "1", 1.0)
+
+
+@needs_own_uid
+def test_a_worker_killed_under_validates_reference_run_stops_the_stage_and_caches_nothing(tmp_path):
+    # The reference's judge_error from the machine would otherwise be cached as the
+    # problem's failure, and the problem removed on this build and every rerun.
+    from microcoder.data.config import PipelineConfig
+    from microcoder.data.stages import StageContext
+    from microcoder.data.validate import validate_problems
+    from microcoder.evaluator.sandbox import SandboxFault
+
+    problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0).model_copy(
+        update={"source": "test", "metadata": {"reference_solution": SLOW_HONEST}})
+    config = PipelineConfig(sources=[], progress=False, work_dir=str(tmp_path), workers=1)
+    config.stage_dir("validate").mkdir(parents=True)
+    cache = config.stage_dir("validate") / "reference_verdicts.jsonl"
+    context = StageContext(config)
+    try:
+        context.evaluator().sandbox.run("pass")
+        killer = WorkerKiller(context.evaluator().sandbox, WORKER_DEATHS_PER_RUN)
+        killer.start()
+        with pytest.raises(SandboxFault, match="validate stopped: the machine failed a run of add"):
+            validate_problems([problem], config, context)
+        killer.join(5)
+        assert len(killer.killed) == WORKER_DEATHS_PER_RUN
+        assert not cache.exists() or cache.read_text() == ""
+        kept = validate_problems([problem], config, context).problems  # the rerun judges it afresh
+        assert [p.id for p in kept] == ["add"]
+    finally:
+        context.close()
+
+
+def test_a_machine_fault_is_in_a_results_json_only_when_there_is_one():
+    import json
+
+    from microcoder.evaluator import EvaluationResult
+
+    common = {"problem_id": "p", "sample_index": 0, "verdict": "judge_error", "reward": 0.0, "tests_passed": 0,
+              "tests_run": 1, "tests_total": 1, "seconds": 0.1}
+    assert "machine_fault" not in json.loads(EvaluationResult(**common).to_json())
+    assert json.loads(EvaluationResult(**common, machine_fault=True).to_json())["machine_fault"] is True

@@ -106,7 +106,7 @@ def _model_identity(config: PipelineConfig) -> dict[str, Any]:
 
 def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, context: StageContext) -> None:
     """Set metadata.pass_rate on every problem (from the cache where possible)."""
-    from microcoder.evaluator import Sample
+    from microcoder.evaluator import Sample, stop_on_machine_fault
 
     settings = config.difficulty
     identity = _model_identity(config)
@@ -123,6 +123,7 @@ def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, contex
         for batch, groups in zip((batch for batch, _ in calls), _generations(generator, calls, settings)):
             samples = [Sample(p.id, response=g.text) for p, group in zip(batch, groups) for g in group]
             results = context.evaluator().evaluate(batch, samples)
+            stop_on_machine_fault(results, "difficulty")  # a lost run is not a failed sample
             accepted: dict[str, int] = {p.id: 0 for p in batch}
             for result in results:
                 accepted[result.problem_id] += result.verdict == "accepted"

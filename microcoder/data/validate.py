@@ -524,7 +524,7 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
                         context: StageContext) -> tuple[dict[str, str], dict[str, list[float]]]:
     """({problem id: 'verdict: detail'} for each problem whose reference is not accepted,
     {problem id: CPU seconds of each test} for each whose reference is)."""
-    from microcoder.evaluator import Sample
+    from microcoder.evaluator import Sample, stop_on_machine_fault
 
     cache_path = config.stage_dir("validate") / "reference_verdicts.jsonl"
     cache: dict[str, dict[str, Any]] = {record["key"]: record for record in read_json_lines(cache_path)
@@ -554,6 +554,7 @@ def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
             batch = pending[start : start + step]
             samples = [Sample(p.id, code=p.metadata["reference_solution"]) for p in batch]
             results = context.evaluator().evaluate(batch, samples, on_result=lambda _: advance())
+            stop_on_machine_fault(results, "validate")  # never cached as the reference's failure
             runs = _retimed(batch, results, config, context)
             with open(cache_path, "a", encoding="utf-8") as handle:
                 for problem, result in zip(batch, results):
@@ -612,7 +613,7 @@ def _retimed(batch: list[Problem], results: list[Any], config: PipelineConfig,
              context: StageContext) -> dict[str, list[Any]]:
     """{problem id: every run} for the references near the limit, run `retime_runs` times
     in all (see ValidateConfig.retime_runs)."""
-    from microcoder.evaluator import Sample
+    from microcoder.evaluator import Sample, stop_on_machine_fault
 
     settings = config.validate
     # The derived limit is multiple x the slowest test, so it rises above the floor from
@@ -627,7 +628,9 @@ def _retimed(batch: list[Problem], results: list[Any], config: PipelineConfig,
             break
         problems = [problem for problem, _ in near]
         samples = [Sample(p.id, code=p.metadata["reference_solution"]) for p in problems]
-        for problem, result in zip(problems, context.evaluator().evaluate(problems, samples)):
+        results = context.evaluator().evaluate(problems, samples)
+        stop_on_machine_fault(results, "validate")
+        for problem, result in zip(problems, results):
             runs[problem.id].append(result)
     return runs
 

@@ -12,6 +12,7 @@ from microcoder.evaluator.evaluate import (
     EvaluatorConfig,
     Sample,
     read_samples,
+    stop_on_machine_fault,
     summarize,
 )
 from microcoder.evaluator.extract import extract_code
@@ -28,5 +29,6 @@ __all__ = [
     "SandboxConfig",
     "extract_code",
     "read_samples",
+    "stop_on_machine_fault",
     "summarize",
 ]

@@ -24,7 +24,7 @@ from microcoder.evaluator.compare import JudgeMode, judge_call, judge_stdout, lo
 from microcoder.evaluator.extract import extract_code
 from microcoder.evaluator.isolation import Isolation
 from microcoder.evaluator.sandbox import (DEFAULT_MEMORY_LIMIT_MB, DEFAULT_OUTPUT_LIMIT_MB, DEFAULT_TIME_LIMIT_S, ProgramRun,
-                                         Sandbox, SandboxConfig)
+                                         Sandbox, SandboxConfig, SandboxFault)
 from microcoder.problems import Problem, ProblemFormatError, TestCase, iter_jsonl
 
 VERDICTS = (
@@ -48,6 +48,10 @@ _STATUS_TO_VERDICT = {
 }
 class _CheckerRunFault(Exception):
     """The sandbox failed a run of a problem's checker (its worker died): no verdict."""
+
+    def __init__(self, message: str, machine_fault: bool):
+        super().__init__(message)
+        self.machine_fault = machine_fault
 
 
 # Runs a problem's own checker in the sandbox: reads {"input","expected","got"} on stdin.
@@ -116,9 +120,27 @@ class EvaluationResult:
     """With `EvaluatorConfig.record_test_cpu`: the CPU seconds of each test's run, in test
     order, None for a test not run (after an earlier failure); else None. A timeout's
     entry is what the kernel accounted when the run was stopped, a little over its limit."""
+    machine_fault: bool = False
+    """A judge_error because the machine failed a run (`ProgramRun.machine_fault`: its
+    worker died under it on every try, or the sandbox closed), not the program's nor the
+    problem's doing: judged again it may well run. Training masks it like any judge_error;
+    a caller that would otherwise record it as the problem's (a data stage's cache) stops
+    instead (`stop_on_machine_fault`). Left out of the JSON when False."""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        record = asdict(self)
+        if not self.machine_fault:
+            del record["machine_fault"]
+        return json.dumps(record)
+
+
+def stop_on_machine_fault(results: Iterable[EvaluationResult], doing: str) -> None:
+    """Raise SandboxFault naming the first result the machine failed: a machine fault is one
+    line, never a verdict. `doing`: what stops (e.g. "validate")."""
+    for result in results:
+        if result.machine_fault:
+            raise SandboxFault(f"{doing} stopped: the machine failed a run of {result.problem_id} "
+                               f"(sample {result.sample_index}): {result.detail[:300]}; rerun to resume")
 
 
 @dataclass
@@ -126,6 +148,7 @@ class _TestOutcome:
     verdict: str
     detail: str
     cpu_s: float
+    machine_fault: bool = False
 
 
 @dataclass
@@ -393,13 +416,13 @@ class Evaluator:
             run = self.sandbox.run(code, kind="call", entry_point=problem.entry_point,
                                    prelude=problem.call_prelude(), arguments=arguments, **limits)
         if run.status != "ok":
-            return _TestOutcome(_STATUS_TO_VERDICT[run.status], run.detail, run.cpu_s)
+            return _TestOutcome(_STATUS_TO_VERDICT[run.status], run.detail, run.cpu_s, run.machine_fault)
         try:
             accepted, reason = self._judge(problem, test, run)
         except ValueError as error:  # the problem's expected output is unusable
             return _TestOutcome("judge_error", f"broken test: {error}", run.cpu_s)
         except _CheckerRunFault as fault:  # the machine failed the checker's run, not the program
-            return _TestOutcome("judge_error", str(fault), run.cpu_s)
+            return _TestOutcome("judge_error", str(fault), run.cpu_s, fault.machine_fault)
         return _TestOutcome("accepted" if accepted else "wrong_answer", reason, run.cpu_s)
 
     def _judge(self, problem: Problem, test: TestCase, run: ProgramRun) -> tuple[bool, str]:
@@ -443,7 +466,7 @@ class Evaluator:
         run = self.sandbox.run(checker_source + "\n" + _CHECKER_DRIVER, case, time_limit_s=10.0,
                                memory_limit_mb=self.config.memory_limit_mb)
         if run.status == "sandbox_error":  # never the output's doing (a broken checker fails otherwise)
-            raise _CheckerRunFault(f"the problem's checker could not be run: {run.detail}")
+            raise _CheckerRunFault(f"the problem's checker could not be run: {run.detail}", run.machine_fault)
         if run.status != "ok" or run.stdout not in (b"0", b"1"):
             return None, f"{run.status}: {run.detail or run.stdout[:200]!r}"
         return run.stdout == b"1", ""
@@ -463,10 +486,10 @@ class Evaluator:
             outcomes = {index: outcome for index, outcome in outcomes.items() if index <= stop}
         passed = sum(outcome.verdict == "accepted" for outcome in outcomes.values())
         failures = [index for index in sorted(outcomes) if outcomes[index].verdict != "accepted"]
-        verdict, detail = "accepted", ""
+        verdict, detail, machine_fault = "accepted", "", False
         if failures:
             first = outcomes[failures[0]]
-            verdict, detail = first.verdict, f"test {failures[0]}: {first.detail}"
+            verdict, detail, machine_fault = first.verdict, f"test {failures[0]}: {first.detail}", first.machine_fault
         return EvaluationResult(
             verdict=verdict,
             reward=1.0 if verdict == "accepted" else 0.0,
@@ -476,6 +499,7 @@ class Evaluator:
             cpu_seconds=sum(outcome.cpu_s for outcome in outcomes.values()),
             test_cpu_seconds=[outcomes[index].cpu_s if index in outcomes else None for index in range(total)]
             if self.config.record_test_cpu else None,
+            machine_fault=machine_fault,
             **common,
         )
 
