@@ -20,6 +20,13 @@ this one's, alternately in fresh processes (`--rounds` each, the old first in ea
 and prints each workload's median wall time under both and their ratio: how a change to the
 evaluator moved its speed, measured side by side under the same load.
 
+`--against COMMIT --interleave N` is the finer comparison for small differences on a busy
+machine: one long-lived process per version, each with its evaluator started and warm,
+judge the workload in turns (N turns each, the order swapped every turn: old new, new old,
+...), so that a change of load lasting longer than one batch (about a second) falls on both
+versions alike. It prints the paired ratios new / old of wall and CPU per run with their
+95% intervals.
+
 The RL-like mix (4 infinite loops, 4 slow but correct programs, the rest trivial, wrong
 or crashing) is judged twice: with one generous fixed limit (6 s per test, as before
 limits came from references), and with the limit the data pipeline derives from the
@@ -110,8 +117,17 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: that the script runs (tests/test_benchmarks_smoke.py)")
     parser.add_argument("--against", default=None, help="a commit (or a checkout's path) to run side by side with this one")
     parser.add_argument("--rounds", type=int, default=3, help="--against: runs of each version, alternating")
+    parser.add_argument("--interleave", type=int, default=0,
+                        help="--against: N turns each in two long-lived processes, alternating batch by batch")
     parser.add_argument("--json", help=argparse.SUPPRESS)  # write the rows as JSON here (--against's runs)
+    parser.add_argument("--turns", action="store_true", help=argparse.SUPPRESS)  # --interleave's process
     args = parser.parse_args()
+    if args.turns:
+        serve_turns(args)
+        return
+    if args.against and args.interleave:
+        compare_interleaved(args)
+        return
     if args.against:
         compare_against(args)
         return
@@ -193,6 +209,83 @@ def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, fl
         return math.exp(mean), math.nan, math.nan
     half = float(stats.t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def trivial_workloads(args) -> dict[str, tuple[Problem, list[str]]]:
+    """The two trivial workloads (those --interleave compares), filtered by --only."""
+    workloads = {"trivial stdin": (stdin_problem(args.tests), [CORRECT] * args.samples),
+                 "trivial call": (call_problem(args.tests), [CORRECT_CALL] * args.samples)}
+    return {name: load for name, load in workloads.items() if not args.only or any(w in name for w in args.only)}
+
+
+def serve_turns(args) -> None:
+    """--interleave's process: one warm evaluator; for each line "go" on stdin, every
+    workload judged once, one JSON line {workload: {wall, cpu_ms_per_run}} on stdout."""
+    import sys
+
+    workloads = trivial_workloads(args)
+    with Evaluator(EvaluatorConfig(workers=args.workers)) as evaluator:
+        for name, (problem, codes) in workloads.items():
+            measure(evaluator, problem, codes)  # the first batch starts the workers and fills caches
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "go":
+                break
+            rows = {name: measure(evaluator, problem, codes) for name, (problem, codes) in workloads.items()}
+            print(json.dumps({name: {"wall": row["wall"], "cpu_ms_per_run": row["cpu_per_run_ms"]
+                                     + row["workers_ms_per_run"] + row["ours_ms_per_run"]}
+                              for name, row in rows.items()}), flush=True)
+
+
+def compare_interleaved(args) -> None:
+    """This script's --turns processes on `args.against`'s package and on this one's, judging
+    the trivial workloads in alternating turns; prints the paired ratios (module docstring)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    trees = {"old": old_tree(args.against, []), "new": Path(__file__).resolve().parents[1]}
+    passed = [*(["--only", *args.only] if args.only else []), "--samples", str(args.samples), "--tests",
+              str(args.tests), "--workers", str(args.workers)]
+    processes = {version: subprocess.Popen([sys.executable, __file__, *passed, "--turns"], text=True,
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           env={**os.environ, "PYTHONPATH": str(tree)})
+                 for version, tree in trees.items()}
+    walls: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    cpus: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    try:
+        for version, process in processes.items():
+            if process.stdout.readline().strip() != "ready":
+                raise SystemExit(f"the {version} process ({trees[version]}) did not start")
+        for turn in range(args.interleave):
+            for version in ("old", "new") if turn % 2 == 0 else ("new", "old"):
+                process = processes[version]
+                process.stdin.write("go\n")
+                process.stdin.flush()
+                line = process.stdout.readline()
+                if not line:
+                    raise SystemExit(f"the {version} process ({trees[version]}) stopped")
+                for name, row in json.loads(line).items():
+                    walls[version].setdefault(name, []).append(row["wall"])
+                    cpus[version].setdefault(name, []).append(row["cpu_ms_per_run"])
+            if (turn + 1) % 10 == 0:
+                print(f"turn {turn + 1}/{args.interleave}", flush=True)
+    finally:
+        for process in processes.values():
+            process.stdin.close()
+            process.wait(60)
+    print(f"\n{args.samples} samples x {args.tests} tests, {args.interleave} turns each in two warm processes, "
+          f"alternating (old = {args.against}); paired ratios new / old, geometric mean and two-sided 95% "
+          f"interval; a change is within x% when the interval's upper end is below 1 + x/100.\n")
+    print("| workload | turns | wall new / old (95% CI) | CPU per run new / old (95% CI) | "
+          "median CPU ms per run, old / new |")
+    print("|---|---|---|---|---|")
+    for name in walls["new"]:
+        wall, cpu = (paired_ratio(series["old"][name], series["new"][name]) for series in (walls, cpus))
+        print(f"| {name} | {len(walls['new'][name])} | {wall[0]:.3f} ({wall[1]:.3f}-{wall[2]:.3f}) | "
+              f"{cpu[0]:.3f} ({cpu[1]:.3f}-{cpu[2]:.3f}) | {statistics.median(cpus['old'][name]):.2f} / "
+              f"{statistics.median(cpus['new'][name]):.2f} |")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def compare_against(args) -> None:

@@ -46,3 +46,15 @@ def test_benchmark_smoke(name):
 @pytest.mark.parametrize("name", SLOW)
 def test_benchmark_smoke_slow(name):
     smoke(name, timeout=1200)
+
+
+@pytest.mark.slow
+def test_the_interleaved_comparison_runs_this_checkout_against_itself():
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "evaluator_speed.py"), "--against", str(REPO),
+                           "--interleave", "2", "--samples", "2", "--tests", "2"], cwd=REPO, env=environment,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| trivial ")]
+    assert [row.split(" | ")[0] for row in rows] == ["| trivial stdin", "| trivial call"]
+    assert all(row.split(" | ")[1] == "2" for row in rows)  # two turns each
