@@ -99,6 +99,7 @@ def old_tree(against: str, keep: list) -> Path:
     """A checkout of `against`: the path itself when it is a directory, else a new git
     worktree of that commit (removed at exit)."""
     import atexit
+    import shutil
     import subprocess
 
     if Path(against).is_dir():
@@ -107,7 +108,11 @@ def old_tree(against: str, keep: list) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="benchmark-old-")) / "tree"
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(folder), against], check=True,
                    capture_output=True)
-    atexit.register(lambda: subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(folder)],
-                                           capture_output=True))
+
+    def remove() -> None:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(folder)], capture_output=True)
+        shutil.rmtree(folder.parent, ignore_errors=True)  # the temporary folder around the tree
+
+    atexit.register(remove)
     keep.append(folder)
     return folder
