@@ -270,6 +270,30 @@ def test_an_actor_lost_past_its_restarts_stops_the_stage_and_the_rerun_resumes(r
     assert without_times(rerun) == without_times(local_build)
 
 
+def test_an_unreachable_cluster_address_stops_the_build_at_once_in_one_line(source, tmp_path):
+    """`--ray-address` at a local port nothing listens on: one line naming the address and
+    exit 2, within seconds (Ray's own retries of an unreachable GCS run for minutes)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as probe:  # a port the kernel just gave out and nothing listens on now
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    config = config_of(tmp_path, source, "ray", connect_timeout_s=5)
+    start = time.monotonic()
+    command = ["data", "build", "--config", str(tmp_path / "data.yaml"), "--no-progress", "--ray-address", address]
+    done = subprocess.run([sys.executable, "-m", "microcoder.cli", *command], capture_output=True, text=True, timeout=120)
+    seconds = time.monotonic() - start
+    assert done.returncode == 2, done.stderr[-2000:]
+    error = done.stderr.strip()
+    assert "\n" not in error and error.startswith("error: engine: ray could not reach the cluster"), error
+    assert f"ray.address={address!r}" in error and "ray.connect_timeout_s" in error
+    assert seconds < 60, seconds
+    assert not is_done(config, "validate")
+
+
 @pytest.mark.slow
 def test_a_driver_killed_mid_amplify_resumes_from_what_it_wrote(ray_instance, local_build, source, tmp_path):
     """`microcoder data build --engine ray` (its own Ray instance) SIGKILLed, with its Ray

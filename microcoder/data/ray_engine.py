@@ -26,9 +26,10 @@ and the driver alone writes. So an actor whose process dies (killed, out of memo
 lost) is restarted by Ray and its unfinished chunks are run again (`ray.max_restarts`):
 nothing is lost and, since only the driver's copy of a result is written, nothing twice. When
 the restarts are spent, or the cluster cannot be reached, the stage stops with one line
-(`EngineFault`, a SandboxFault): never a verdict. A driver killed mid-stage loses at most
-the batch it had not yet written; the rerun resumes from the stage's caches, as a local
-build does.
+(`EngineFault`, a SandboxFault): never a verdict; a `host:port` address is probed first
+(`ray.connect_timeout_s`), since Ray retries an unreachable one for minutes. A driver
+killed mid-stage loses at most the batch it had not yet written; the rerun resumes from
+the stage's caches, as a local build does.
 
 The actors hide the driver's data directories from the programs they run, as a local
 sandbox does (docs/sandbox.md): each call carries the driver's list, and an actor hides
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -111,7 +113,8 @@ class EvaluatorActor:
 
 
 class GeneratorActor:
-    """The pass rate's model on one GPU, or on CPU (made a Ray actor by `RayGenerator`)."""
+    """The pass rate's model on one GPU, or on CPU (made a Ray actor by `RayGenerator`): the
+    local stage's generator, on the backend the config names (on vLLM, one engine here)."""
 
     def __init__(self, config, make_generator: Callable):
         self.generator = make_generator(config)
@@ -170,6 +173,7 @@ class RayEvaluator:
                     ray.init(address="local", num_cpus=config.workers or os.cpu_count(), include_dashboard=False,
                              log_to_driver=False, configure_logging=False)
                 else:
+                    probe_cluster(self._settings.address, self._settings.connect_timeout_s)
                     ray.init(address=self._settings.address, log_to_driver=False, configure_logging=False)
             except (ConnectionError, RuntimeError, ValueError) as error:
                 raise EngineFault(f"engine: ray could not reach the cluster "
@@ -281,6 +285,21 @@ class RayEvaluator:
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+
+
+def probe_cluster(address: str, timeout_s: float) -> None:
+    """An EngineFault, within `timeout_s`, when the cluster's `host:port` (`ray://host:port`)
+    accepts no TCP connection: `ray.init` would retry it for minutes. Other forms (`auto`)
+    are Ray's to resolve."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as error:
+        raise EngineFault(f"engine: ray could not reach the cluster at ray.address={address!r} within "
+                          f"{timeout_s} s (ray.connect_timeout_s): {error}") from None
 
 
 def ordered_results(ray, actors: list[tuple[Any, int]], call: Callable, items: list,
