@@ -321,7 +321,7 @@ class RayEngineConfig(Section):
     cpus_per_actor: int | None = Field(None, ge=1)
     """CPUs (and sandbox workers) of each evaluator actor; None: one actor per node holding all its CPUs."""
     chunk_size: int = Field(16, ge=1)
-    """Samples (validate, difficulty) or generated inputs (amplify) per Ray task."""
+    """Samples (validate, difficulty), generated inputs (amplify) or programs (ingest's recordings) per Ray task."""
     max_restarts: int = Field(3, ge=0)
     """Times an evaluator actor whose process died is restarted, its unfinished tasks run again."""
     start_timeout_s: PositiveNumber = 120.0

@@ -3,6 +3,7 @@
     evaluator = RayEvaluator(config)           # what StageContext.evaluator() returns under Ray
     evaluator.evaluate(problems, samples)      # validate's reference runs, the pass-rate judging
     evaluator.map_sandboxed(function, args)    # amplify's reference answers
+    evaluator.sandbox.run_programs(jobs)       # ingest's recording of an assert-style source's tests
     evaluator.close()
 
 The stages stay on the driver: they read their input, decide what to run, and write their
@@ -47,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from microcoder.evaluator.sandbox import SandboxFault
+from microcoder.evaluator.sandbox import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S, SandboxFault
 
 RUNNING_PER_ACTOR = 2
 """Chunks an actor runs at once (their runs share its sandbox workers): the tail of one
@@ -154,19 +155,34 @@ class RayGenerator:
         self.actors = []
 
 
+def run_program(context, source: str, stdin: str | bytes, time_limit_s: float, memory_limit_mb: int):
+    """One whole program on an actor's sandbox (`ActorSandbox.run_programs`)."""
+    return context.evaluator().sandbox.run_program(source, stdin, time_limit_s, memory_limit_mb)
+
+
+class ActorSandbox:
+    """`RayEvaluator.sandbox`: a sandbox's `run_programs` on the evaluator actors, for the
+    sandbox work of reading a source (ingest recording an assert-style source's tests), so
+    that it runs on the cluster too. The runs and their order are a local sandbox's."""
+
+    def __init__(self, evaluator: "RayEvaluator"):
+        self._evaluator = evaluator
+
+    def run_programs(self, jobs: Sequence[tuple[str, str | bytes]], time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+                     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> list:
+        """(source, stdin) pairs run on the actors; results in the order of `jobs`."""
+        return self._evaluator.map_sandboxed(run_program, [(source, stdin, time_limit_s, memory_limit_mb)
+                                                           for source, stdin in jobs])
+
+
 class RayEvaluator:
-    """The Ray engine's evaluator: `evaluate` and `map_sandboxed` on the cluster's evaluator
-    actors (module docstring). `sandbox` is a local one on the driver, for the little sandbox
-    work that belongs to reading a source (recording an assert-style source's tests)."""
+    """The Ray engine's evaluator: `evaluate`, `map_sandboxed` and `sandbox.run_programs` on
+    the cluster's evaluator actors (module docstring)."""
 
     def __init__(self, config):
-        from microcoder.evaluator import EvaluatorConfig
-
         self._ray = ray = _import_ray()
         self._settings = config.ray
-        self.config = EvaluatorConfig(workers=config.workers, time_limit_s=config.time_limit_s, record_test_cpu=True)
         self._started_ray = False
-        self._local = None
         if not ray.is_initialized():
             try:
                 if self._settings.address is None:
@@ -212,12 +228,8 @@ class RayEvaluator:
         return sum(self._cpus.values())
 
     @property
-    def sandbox(self):
-        if self._local is None:
-            from microcoder.evaluator import Evaluator
-
-            self._local = Evaluator(self.config)
-        return self._local.sandbox
+    def sandbox(self) -> ActorSandbox:
+        return ActorSandbox(self)
 
     def actor_pids(self) -> list[int]:
         """The process id of each actor (for a fault test: an actor's process killed)."""
@@ -276,9 +288,6 @@ class RayEvaluator:
 
     def close(self) -> None:
         ray = self._ray
-        if self._local is not None:
-            self._local.close()
-            self._local = None
         for actor, _ in self.actors:
             ray.kill(actor)
         self.actors = []
