@@ -125,9 +125,9 @@ class GeneratorActor:
 
 
 class RayGenerator:
-    """The difficulty stage's sampling on generation actors: one per GPU of the cluster
-    (vLLM where installed, `generate` otherwise: policy.generation picks the backend), or one
-    on CPU when the cluster has no GPU. Each batch is sampled whole with its own seed, as the
+    """The difficulty stage's sampling on generation actors: one per GPU of the cluster, or
+    one on CPU when the cluster has no GPU, each on the backend `difficulty.backend` names
+    (`auto`: vLLM where installed and a GPU is present, `generate` otherwise). Each batch is sampled whole with its own seed, as the
     local stage samples it, so the responses, and the pass rates, are the local stage's;
     several batches are sampled at once, and come back in order."""
 
