@@ -4,19 +4,26 @@
 
 1. environment  torch sees a CUDA GPU (with --cpu: skipped); the versions of torch,
                 transformers, accelerate, peft, trl and vllm (vllm may be absent).
-2. train-bf16   3 rollout steps of the tiny preset through our trainer (MicroCoderTrainer),
+2. pass-rate-ray the data pipeline's pass-rate stage on vLLM, when vllm, ray and the data
+                extra are importable: under `engine: ray` (a Ray instance here, one
+                generation actor per GPU, each with its own engine) and under `engine:
+                local`, tiny model, 2 problems x 3 samples; the judge received the same
+                samples and the pass rates agree (tests/pass_rate_support.py, in a process
+                of its own and before the training items: each engine there takes vLLM's
+                default 90% of the GPU, and the actor's is gone before the local one starts).
+3. train-bf16   3 rollout steps of the tiny preset through our trainer (MicroCoderTrainer),
                 bf16 on the GPU (--cpu: float32 on CPU): every step logged, losses finite,
                 the weights moved, seconds per step.
-3. vllm         the same run with use_vllm=true (TRL's colocate engine), when vllm is
+4. vllm         the same run with use_vllm=true (TRL's colocate engine), when vllm is
                 importable: the staged temperature reached vLLM, the correction's ratio near
                 1 (bf16 sampling against bf16 training: mean within 0.05; float32 on CPU:
                 1e-3), seconds per step. Stages [[0, 0.7], [2, 0.8]]: step 1 at 0.7, 2-3 at 0.8.
-4. judge        the sandboxed judge on every core: 8 programs per core (half correct, half
+5. judge        the sandboxed judge on every core: 8 programs per core (half correct, half
                 wrong) judged, every verdict right, programs per second.
 
 The tiny model here has 64-dimension heads (hidden 256), which vLLM's kernels serve on CPU
-and GPU alike. The judge is scripted in items 2-3 (a random model writes no program; its
-verdicts vary within a group so that advantages are non-zero) and real in item 4.
+and GPU alike. The judge is scripted in items 3-4 (a random model writes no program; its
+verdicts vary within a group so that advantages are non-zero) and real in items 2 and 5.
 """
 
 from __future__ import annotations
@@ -151,6 +158,29 @@ def check_judge():
                                     f"{len(expected) / seconds:.1f} programs/s")
 
 
+@item("pass-rate-ray")
+def check_pass_rate_ray(workdir: Path):
+    import subprocess
+
+    needed = ("vllm", "ray", "datasketch", "pyarrow", "matplotlib")  # the data pipeline's build, and its engines
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        return True, f"{', '.join(missing)} not installed: skipped (vLLM's environment and the ray extra check it)"
+    done = subprocess.run([sys.executable, "-m", "tests.pass_rate_support", str(workdir / "pass-rate")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=420)
+    if done.returncode != 0:
+        return False, f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ''}"
+    both = json.loads(done.stdout.strip().splitlines()[-1])
+    ray, local = both["ray"], both["local"]
+    same = ray["samples"] == local["samples"] and ray["rates"] == local["rates"]
+    distinct = len({response for _, response in local["samples"]})
+    rates = ", ".join(f"{rate['accepted']}/{rate['n']}" for rate in ray["rates"].values())
+    return same and len(local["samples"]) == 6 and distinct > 1, (
+        f"{len(ray['samples'])} samples judged under ray, {len(local['samples'])} under local ({distinct} distinct), "
+        f"{'equal' if ray['samples'] == local['samples'] else 'DIFFERENT'}; pass rates {rates}, "
+        f"{'equal' if ray['rates'] == local['rates'] else 'DIFFERENT'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="dry run on CPU, float32 (checks the script, not a GPU)")
@@ -161,6 +191,7 @@ def main() -> None:
     transformers.utils.logging.disable_progress_bar()
     check_environment(args.cpu)
     with tempfile.TemporaryDirectory() as tmp:
+        check_pass_rate_ray(Path(tmp))
         check_training(Path(tmp), args.cpu)
         check_vllm(Path(tmp), args.cpu)
     check_judge()

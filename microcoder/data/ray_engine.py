@@ -3,6 +3,7 @@
     evaluator = RayEvaluator(config)           # what StageContext.evaluator() returns under Ray
     evaluator.evaluate(problems, samples)      # validate's reference runs, the pass-rate judging
     evaluator.map_sandboxed(function, args)    # amplify's reference answers
+    evaluator.sandbox.run_programs(jobs)       # ingest's recording of an assert-style source's tests
     evaluator.close()
 
 The stages stay on the driver: they read their input, decide what to run, and write their
@@ -26,9 +27,10 @@ and the driver alone writes. So an actor whose process dies (killed, out of memo
 lost) is restarted by Ray and its unfinished chunks are run again (`ray.max_restarts`):
 nothing is lost and, since only the driver's copy of a result is written, nothing twice. When
 the restarts are spent, or the cluster cannot be reached, the stage stops with one line
-(`EngineFault`, a SandboxFault): never a verdict. A driver killed mid-stage loses at most
-the batch it had not yet written; the rerun resumes from the stage's caches, as a local
-build does.
+(`EngineFault`, a SandboxFault): never a verdict; a `host:port` address is probed first
+(`ray.connect_timeout_s`), since Ray retries an unreachable one for minutes. A driver
+killed mid-stage loses at most the batch it had not yet written; the rerun resumes from
+the stage's caches, as a local build does.
 
 The actors hide the driver's data directories from the programs they run, as a local
 sandbox does (docs/sandbox.md): each call carries the driver's list, and an actor hides
@@ -40,12 +42,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from microcoder.evaluator.sandbox import SandboxFault
+from microcoder.evaluator.sandbox import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S, SandboxFault
 
 RUNNING_PER_ACTOR = 2
 """Chunks an actor runs at once (their runs share its sandbox workers): the tail of one
@@ -111,7 +114,8 @@ class EvaluatorActor:
 
 
 class GeneratorActor:
-    """The pass rate's model on one GPU, or on CPU (made a Ray actor by `RayGenerator`)."""
+    """The pass rate's model on one GPU, or on CPU (made a Ray actor by `RayGenerator`): the
+    local stage's generator, on the backend the config names (on vLLM, one engine here)."""
 
     def __init__(self, config, make_generator: Callable):
         self.generator = make_generator(config)
@@ -121,9 +125,9 @@ class GeneratorActor:
 
 
 class RayGenerator:
-    """The difficulty stage's sampling on generation actors: one per GPU of the cluster
-    (vLLM where installed, `generate` otherwise: policy.generation picks the backend), or one
-    on CPU when the cluster has no GPU. Each batch is sampled whole with its own seed, as the
+    """The difficulty stage's sampling on generation actors: one per GPU of the cluster, or
+    one on CPU when the cluster has no GPU, each on the backend `difficulty.backend` names
+    (`auto`: vLLM where installed and a GPU is present, `generate` otherwise). Each batch is sampled whole with its own seed, as the
     local stage samples it, so the responses, and the pass rates, are the local stage's;
     several batches are sampled at once, and come back in order."""
 
@@ -151,25 +155,41 @@ class RayGenerator:
         self.actors = []
 
 
+def run_program(context, source: str, stdin: str | bytes, time_limit_s: float, memory_limit_mb: int):
+    """One whole program on an actor's sandbox (`ActorSandbox.run_programs`)."""
+    return context.evaluator().sandbox.run_program(source, stdin, time_limit_s, memory_limit_mb)
+
+
+class ActorSandbox:
+    """`RayEvaluator.sandbox`: a sandbox's `run_programs` on the evaluator actors, for the
+    sandbox work of reading a source (ingest recording an assert-style source's tests), so
+    that it runs on the cluster too. The runs and their order are a local sandbox's."""
+
+    def __init__(self, evaluator: "RayEvaluator"):
+        self._evaluator = evaluator
+
+    def run_programs(self, jobs: Sequence[tuple[str, str | bytes]], time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+                     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> list:
+        """(source, stdin) pairs run on the actors; results in the order of `jobs`."""
+        return self._evaluator.map_sandboxed(run_program, [(source, stdin, time_limit_s, memory_limit_mb)
+                                                           for source, stdin in jobs])
+
+
 class RayEvaluator:
-    """The Ray engine's evaluator: `evaluate` and `map_sandboxed` on the cluster's evaluator
-    actors (module docstring). `sandbox` is a local one on the driver, for the little sandbox
-    work that belongs to reading a source (recording an assert-style source's tests)."""
+    """The Ray engine's evaluator: `evaluate`, `map_sandboxed` and `sandbox.run_programs` on
+    the cluster's evaluator actors (module docstring)."""
 
     def __init__(self, config):
-        from microcoder.evaluator import EvaluatorConfig
-
         self._ray = ray = _import_ray()
         self._settings = config.ray
-        self.config = EvaluatorConfig(workers=config.workers, time_limit_s=config.time_limit_s, record_test_cpu=True)
         self._started_ray = False
-        self._local = None
         if not ray.is_initialized():
             try:
                 if self._settings.address is None:
                     ray.init(address="local", num_cpus=config.workers or os.cpu_count(), include_dashboard=False,
                              log_to_driver=False, configure_logging=False)
                 else:
+                    probe_cluster(self._settings.address, self._settings.connect_timeout_s)
                     ray.init(address=self._settings.address, log_to_driver=False, configure_logging=False)
             except (ConnectionError, RuntimeError, ValueError) as error:
                 raise EngineFault(f"engine: ray could not reach the cluster "
@@ -208,12 +228,8 @@ class RayEvaluator:
         return sum(self._cpus.values())
 
     @property
-    def sandbox(self):
-        if self._local is None:
-            from microcoder.evaluator import Evaluator
-
-            self._local = Evaluator(self.config)
-        return self._local.sandbox
+    def sandbox(self) -> ActorSandbox:
+        return ActorSandbox(self)
 
     def actor_pids(self) -> list[int]:
         """The process id of each actor (for a fault test: an actor's process killed)."""
@@ -272,15 +288,27 @@ class RayEvaluator:
 
     def close(self) -> None:
         ray = self._ray
-        if self._local is not None:
-            self._local.close()
-            self._local = None
         for actor, _ in self.actors:
             ray.kill(actor)
         self.actors = []
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+
+
+def probe_cluster(address: str, timeout_s: float) -> None:
+    """An EngineFault, within `timeout_s`, when the cluster's `host:port` (`ray://host:port`)
+    accepts no TCP connection: `ray.init` would retry it for minutes. Other forms (`auto`)
+    are Ray's to resolve."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as error:
+        raise EngineFault(f"engine: ray could not reach the cluster at ray.address={address!r} within "
+                          f"{timeout_s} s (ray.connect_timeout_s): {error}") from None
 
 
 def ordered_results(ray, actors: list[tuple[Any, int]], call: Callable, items: list,
