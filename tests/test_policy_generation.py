@@ -132,3 +132,17 @@ def test_shared_prefill_runs_each_distinct_prompt_once_and_samples_the_same_toke
     width = encoded["input_ids"].size(1)
     assert plain_rows[0] == (6, width)  # the plain prefill: every row's prompt
     assert seen[0] == (2, width - 1) and seen[1] == (6, 1)  # two prompts once, then every row's last token
+
+
+def test_in_a_log_sampling_progress_is_plain_lines_on_stderr(tiny, capsys, monkeypatch):
+    # Under pytest stderr is not a terminal, as in a log file: no bar, but a line per batch
+    # once PLAIN_PROGRESS_EVERY_S has passed (0 here: every batch after the first).
+    from microcoder.policy import generation
+
+    model, tokenizer = tiny
+    monkeypatch.setattr(generation, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    generate(model, tokenizer, PROMPTS, n=3, max_new_tokens=2, temperature=1.0, seed=0, batch_size=2)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["sampling: 1/3 batches of 2", "sampling: 2/3 batches of 2"]
+    generate(model, tokenizer, PROMPTS, n=3, max_new_tokens=2, temperature=1.0, seed=0, batch_size=2, progress=False)
+    assert capsys.readouterr().err == ""

@@ -75,7 +75,12 @@ def test_resume_falls_back_to_the_newest_checkpoint_that_loads(finished_run, tmp
     config = load_config(run / "config.yaml", [f"run_dir={run}"])
     run_training(config, resume=True, problems=tiny_problems(), evaluator=ScriptedEvaluator())
 
-    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("--resume")]
+    out = capsys.readouterr().out.splitlines()
+    said = [line for line in out if line.startswith("--resume")]
+    # The held-out evaluation at the end says in the log that it starts and what it found.
+    evaluation = [line for line in out if line.startswith("heldout_accuracy: ")]
+    assert len(evaluation) == 2 and "held-out problems x 1, up to" in evaluation[0], out
+    assert evaluation[1].split(" in ")[0] == f"heldout_accuracy: {read_metrics(run)[-1]['heldout_accuracy']:.3f}"
     assert said == [f"--resume: {run}/checkpoints/checkpoint-4/optimizer.pt is cut short (no zip end record, which "
                     "torch.save writes last): moved to unusable-checkpoint-4; resuming from checkpoint-2"]
     # Step 2 was redone from checkpoint-2's state (metrics cut back to step 1, not 2) as

@@ -33,6 +33,8 @@ Choices of ours (the paper is silent):
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -44,6 +46,9 @@ from microcoder.algorithms.masking import is_truncated
 from microcoder.policy.config import BACKENDS
 from microcoder.policy.prompts import render_prompt
 from microcoder.problems import Problem
+
+PLAIN_PROGRESS_EVERY_S = 60.0
+"""Off a terminal (a log file), `progress` is a plain line on stderr at most this often."""
 
 
 @dataclass(frozen=True)
@@ -190,12 +195,19 @@ def _generate_hf(model, tokenizer, prompts, n, max_new_tokens, temperature, top_
     was_training = model.training
     model.eval()
     try:
-        # On stderr, and only on a terminal: in logs a finished transient bar is an empty line.
+        # On stderr: a bar on a terminal; in a log (where a finished transient bar is an empty
+        # line) a plain line at most every PLAIN_PROGRESS_EVERY_S.
         console = Console(stderr=True)
+        lines = progress and not console.is_terminal
+        started = last_line = time.monotonic()
         with Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=not progress or not console.is_terminal) as bar:
             task = bar.add_task("sampling", total=len(batches))
             for batch_index, batch in enumerate(batches):
+                if lines and batch_index and time.monotonic() - last_line >= PLAIN_PROGRESS_EVERY_S:
+                    last_line = time.monotonic()
+                    print(f"sampling: {batch_index}/{len(batches)} batches of {batch_size} "
+                          f"({last_line - started:.0f} s)", file=sys.stderr, flush=True)
                 encoded = tokenizer([prompt for _, prompt in batch], return_tensors="pt", padding=True,
                                     add_special_tokens=False).to(device)
                 rng_devices = [device] if device.type == "cuda" else []

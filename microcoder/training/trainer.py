@@ -519,6 +519,8 @@ class MicroCoderTrainer(TRLHooks):
         prompts = [render_prompt(problem, tokenizer) for problem in self.heldout]
         greedy = self.config.heldout_temperature == 0  # n greedy samples would all be the same
         n = 1 if greedy else self.config.heldout_samples
+        started = time.monotonic()  # minutes on a CPU: a log shows it begin, its sampling, and its end
+        print(f"{name}: {len(prompts)} held-out problems x {n}, up to {max_new_tokens} new tokens", flush=True)
         if self.use_vllm and self.vllm_mode == "colocate":  # the rollout engine, current weights pushed first
             groups = heldout_generate(self, prompts, n=n, max_new_tokens=max_new_tokens,
                                       temperature=self.config.heldout_temperature, top_p=self.config.top_p,
@@ -526,13 +528,15 @@ class MicroCoderTrainer(TRLHooks):
         else:
             groups = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens,
                               temperature=self.config.heldout_temperature, top_p=self.config.top_p,
-                              seed=self.config.seed, batch_size=16, backend="hf", progress=False)
+                              seed=self.config.seed, batch_size=16, backend="hf")
         samples = [Sample(problem.id, response=sample.text)
                    for problem, group in zip(self.heldout, groups) for sample in group]
         results = self.reward.evaluator.judging("robust").evaluate(self.heldout, samples)
         self.heldout_scores[name] = problem_scores(results)
         # The evaluator's own pass@1: unbiased per problem, broken problems left out.
-        return summarize(results, ks=(1,)).get("pass@1", math.nan)
+        accuracy = summarize(results, ks=(1,)).get("pass@1", math.nan)
+        print(f"{name}: {accuracy:.3f} in {time.monotonic() - started:.0f} s", flush=True)
+        return accuracy
 
     # ---- checkpoints: our own state beside TRL's ---------------------------------------------------
     def save_own_state(self, folder: Path) -> None:
