@@ -17,7 +17,9 @@ Parts:
   CodeContests, Codeforces, APPS) converted once to one canonical file, and the same
   replicated 8 times under new ids (`<id>~r<k>`), each built (ingest, validate without
   reference runs, dedup, decontaminate, amplify off, difficulty, export) in a subprocess
-  of its own: its peak resident memory (ru_maxrss) and time.
+  of its own: its peak resident memory (ru_maxrss from `os.wait4`) and time. With
+  `--baseline DIR`, the checkout in DIR builds each factor too, right after this one, and
+  the two exports are compared file by file.
 - cluster: `ray start --head --num-cpus 1` and a second `ray start --address ... --num-cpus 1`
   (two nodes on this machine), `microcoder data build --engine ray --ray-address` on the
   small config of tests/test_data_ray.py (one evaluator actor per node), its corpus compared
@@ -36,7 +38,6 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import shutil
 import socket
 import statistics
@@ -212,44 +213,80 @@ def replicated_source(folder: Path, copies: int) -> tuple[Path, int]:
     return path, count
 
 
+def commit_of(tree: Path) -> str:
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or str(tree)
+
+
+def peak_of(command: list[str], env: dict) -> tuple[int, int, str]:
+    """(peak resident KiB of the process and the children it waited for, exit code, stderr):
+    `os.wait4`'s usage of this child alone, so a build after a larger one is measured too."""
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        return usage.ru_maxrss, process.returncode, errors.read().decode(errors="replace")
+
+
+def export_differences(one: Path, other: Path) -> list[str]:
+    """The export files of two builds that are not byte-identical (a file of one only counts)."""
+    import filecmp
+
+    names = sorted({str(path.relative_to(folder)) for folder in (one, other) for path in folder.rglob("*")
+                    if path.is_file()})
+    return [name for name in names if not ((one / name).is_file() and (other / name).is_file()
+                                           and filecmp.cmp(one / name, other / name, shallow=False))]
+
+
 def memory(args) -> None:
     import yaml
 
     print(f"\n## Peak memory: the build without sandbox stages, 1x and 8x, {load()}")
     from microcoder.data.stages import STAGES
 
-    stage_seconds: dict[int, dict[str, float]] = {}
-    print("\n| sources | problems in | exported | peak RSS | wall |")
-    print("|---|---:|---:|---:|---:|")
+    trees = [REPO] + ([Path(args.baseline).resolve()] if args.baseline else [])
+    stage_seconds: dict[tuple[str, int], dict[str, float]] = {}
+    print("\n| code | sources | problems in | exported | peak RSS | wall |")
+    print("|---|---|---:|---:|---:|---:|")
+    differences: dict[int, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="corpus-scale-") as folder:
         folder = Path(folder)
         for copies in (1, 8):
             source, count = replicated_source(folder, copies)
-            config = {"work_dir": str(folder / f"work-x{copies}"), "progress": False, "workers": 1,
-                      "sources": [{"path": str(source), "format": "canonical"}],
-                      "validate": {"run_references": False}, "dedup": {"near": False},
-                      "decontaminate": {"eval_sets": []}, "amplify": {"enabled": False, "keep_unverified": True}}
-            path = folder / f"x{copies}.yaml"
-            path.write_text(yaml.safe_dump(config))
-            started = time.monotonic()
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            completed = subprocess.run([sys.executable, "-m", "microcoder.cli", "data", "build", "--config", str(path),
-                                        "--no-progress"], capture_output=True, text=True,
-                                       env={**os.environ, "PYTHONPATH": str(REPO)})
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            if completed.returncode:
-                raise SystemExit(f"the {copies}x build failed: {completed.stderr.strip().splitlines()[-1]}")
-            exported = json.loads((folder / f"work-x{copies}/export/manifest.json").read_text())["counts"]["out"]
-            shown = f"{peak / 1024:.0f} MiB" if peak > before else f"<= {before / 1024:.0f} MiB (the earlier peak)"
-            print(f"| {copies}x | {count:,} | {exported:,} | {shown} | {time.monotonic() - started:.0f} s |")
-            stage_seconds[copies] = {stage: json.loads((folder / f"work-x{copies}/{stage}/manifest.json").read_text())
-                                     ["seconds"] * 1000 / count for stage in STAGES if stage != "amplify"}
-            shutil.rmtree(folder / f"work-x{copies}", ignore_errors=True)
+            for position, tree in enumerate(trees):
+                work = folder / f"work-x{copies}-{position}"
+                config = {"work_dir": str(work), "progress": False, "workers": 1,
+                          "sources": [{"path": str(source), "format": "canonical"}],
+                          "validate": {"run_references": False}, "dedup": {"near": False},
+                          "decontaminate": {"eval_sets": []}, "amplify": {"enabled": False, "keep_unverified": True}}
+                path = folder / f"x{copies}-{position}.yaml"
+                path.write_text(yaml.safe_dump(config))
+                started = time.monotonic()
+                peak, code, errors = peak_of([sys.executable, "-m", "microcoder.cli", "data", "build", "--config",
+                                              str(path), "--no-progress"], {**os.environ, "PYTHONPATH": str(tree)})
+                if code:
+                    raise SystemExit(f"the {copies}x build of {tree} failed: {errors.strip().splitlines()[-1]}")
+                exported = json.loads((work / "export/manifest.json").read_text())["counts"]["out"]
+                print(f"| {commit_of(tree)} | {copies}x | {count:,} | {exported:,} | {peak / 1024:.0f} MiB | "
+                      f"{time.monotonic() - started:.0f} s |")
+                stage_seconds[(commit_of(tree), copies)] = {
+                    stage: json.loads((work / f"{stage}/manifest.json").read_text())["seconds"] * 1000 / count
+                    for stage in STAGES if stage != "amplify"}
+            if len(trees) > 1:
+                differences[copies] = export_differences(folder / f"work-x{copies}-0/export",
+                                                         folder / f"work-x{copies}-1/export")
+            for position in range(len(trees)):
+                shutil.rmtree(folder / f"work-x{copies}-{position}", ignore_errors=True)
+    for copies, names in differences.items():
+        print(f"\nExports of {commit_of(trees[0])} and {commit_of(trees[1])} at {copies}x: "
+              + (f"not byte-identical: {', '.join(names)} (manifest.json and datasheet.md hold each "
+                 "stage's seconds)" if names else "byte-identical, every file"))
     print("\nSeconds per 1,000 problems in, by stage (validate without reference runs, amplify off; the "
           "sandbox stages' costs follow from the throughput part's rates):\n")
-    print("| stage | " + " | ".join(f"{copies}x" for copies in stage_seconds) + " |")
+    print("| stage | " + " | ".join(f"{commit} {copies}x" for commit, copies in stage_seconds) + " |")
     print("|---|" + "---:|" * len(stage_seconds))
-    for stage in stage_seconds[1]:
+    for stage in next(iter(stage_seconds.values())):
         print(f"| {stage} | " + " | ".join(f"{seconds[stage]:.2f}" for seconds in stage_seconds.values()) + " |")
 
 
@@ -355,6 +392,8 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=16)
     parser.add_argument("--generated", type=int, default=100, help="generated inputs per problem (extrapolation)")
     parser.add_argument("--smoke", action="store_true", help="throughput only, on 8 made-up problems, once")
+    parser.add_argument("--baseline", help="memory part: another checkout (e.g. a git worktree of an earlier "
+                        "commit) built too, each factor right after this one's, and its exports compared")
     args = parser.parse_args()
     if args.smoke:
         args.parts, args.problems, args.repeats = ["throughput"], 8, 1

@@ -87,3 +87,16 @@ def test_no_stage_holds_its_input_whole(tmp_path, monkeypatch):
     report = ", ".join(f"{stage} {small[stage] / 2**20:.1f} -> {large[stage] / 2**20:.1f} MiB" for stage in STAGES)
     # Holding the extra problems would add at least their test data (7N x 60 KB, ~8 MiB here).
     assert all(growth < extra * KEPT_PER_PROBLEM for growth in grown.values()), report
+
+
+if __name__ == "__main__":  # python -m tests.test_data_streaming: each stage's peak at N and 8N
+    import tempfile
+
+    export.PARQUET_ROW_GROUP = 4  # as the test sets it
+    with tempfile.TemporaryDirectory() as folder:
+        peaks_by_stage(Path(folder) / "warm", BASE)
+        small, large = peaks_by_stage(Path(folder) / "small", BASE), peaks_by_stage(Path(folder) / "large", 8 * BASE)
+    print(f"| stage | peak at {BASE} | peak at {8 * BASE} | growth per extra problem |\n|---|---:|---:|---:|")
+    for stage in STAGES:
+        print(f"| {stage} | {small[stage] / 2**20:.2f} MiB | {large[stage] / 2**20:.2f} MiB | "
+              f"{(large[stage] - small[stage]) / (7 * BASE) / 1024:.2f} KB |")

@@ -509,8 +509,8 @@ def amplify_problems(problems: Iterable[Problem], config: PipelineConfig, contex
     inputs to generate) are spooled to a temporary file beside the answer cache and read
     from it twice: the references answer every planned input first (`_answer_all`), then
     each problem takes its tests. Held across problems: the answer cache (one record per
-    distinct generated input, ~150 bytes, so ~`tests_per_problem` records a call problem
-    with a reference), the keys of the inputs planned, and the per-source counts."""
+    distinct generated input: up to `tests_per_problem` and the boundary inputs per call
+    problem with a reference), the keys of the inputs planned, and the per-source counts."""
     out = StageOutput() if out is None else out
     planned = _planned(problems, config, out)
     if not config.amplify.enabled:

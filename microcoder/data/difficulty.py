@@ -73,7 +73,7 @@ def filter_by_difficulty(problems: Iterable[Problem], config: PipelineConfig, co
     """The stage, one problem at a time. With `estimate_pass_rate` it reads `problems` (a
     list or a `StageInput`) three times: the cache keys, the batches the model samples (a
     few at a time), then the filter; what it holds across problems is the rate cache, one
-    small record (~300 bytes) a problem."""
+    small record a problem."""
     out = StageOutput() if out is None else out
     settings = config.difficulty
     if len(settings.pass_rate_band) != 2 or settings.pass_rate_band[0] > settings.pass_rate_band[1]:
@@ -191,8 +191,8 @@ def _calls(pending: Iterable[Problem], step: int, seed: int, at_once: int) -> It
 def _generations(generator: Any, calls: list[tuple[list[Problem], int]], settings) -> Iterator[list]:
     """Each batch's responses, in order: one `generate` call per (batch, seed), the seed the
     batch's own (`seed` + its first row), so a batch is sampled alike wherever it runs. A
-    generator with `generate_batches` (the Ray engine's generation actors) gets them all at
-    once and samples several batches at a time."""
+    generator with `generate_batches` (the Ray engine's generation actors) gets the calls
+    it is given (`CALLS_AT_ONCE`) together and samples several batches at a time."""
     n, max_new_tokens = settings.samples_per_problem, settings.max_new_tokens
     if hasattr(generator, "generate_batches"):
         yield from generator.generate_batches(calls, n, max_new_tokens)

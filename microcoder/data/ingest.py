@@ -287,7 +287,7 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
 def _canonical_problems(path: Path, rejects: list[Reject]) -> Iterator[Problem]:
     """A canonical file's problems (JSONL, or one JSON list), row by row; at the end its
     rejects go to `rejects`: the rows that are not JSON, then the invalid records and
-    repeated ids, each in row order. Holds the ids seen (~100 bytes a problem)."""
+    repeated ids, each in row order. Holds the ids seen."""
     unparseable: list[Reject] = []
     invalid: list[Reject] = []
     seen: set[str] = set()
@@ -353,8 +353,8 @@ def _cached_problems(path: Path) -> Iterator[Problem]:
 
 def ingest_sources(config: PipelineConfig, context: StageContext, out: StageSink | None = None) -> StageSink:
     """The stage: each source's problems, in config order, one at a time. Held across
-    problems: the ids seen (an id repeated across sources gets `@<source name>`), ~100
-    bytes a problem; a source in a loader's format is converted whole first (its own size)."""
+    problems: the ids seen (an id repeated across sources gets `@<source name>`); a source
+    in a loader's format is converted whole first (its own size)."""
     out = StageOutput() if out is None else out
     cache_dir = config.stage_dir("ingest") / "sources"
     names = [source_name(source) for source in config.sources]

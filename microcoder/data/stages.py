@@ -318,8 +318,7 @@ class StageInput:
     iteration is a new pass over the file that yields one `Problem` at a time. A malformed
     line is a Reject (file, row, field), not a crash, and so is a repeated id; the first
     complete pass records them in `rejects` and counts the rows read (`rows`: problems and
-    rejects). A pass holds the ids it has seen (for the repeated-id check): ~100 bytes a
-    problem. `located` also yields each problem's byte offset, which `at` reads it back from
+    rejects). A pass holds the ids it has seen (for the repeated-id check). `located` also yields each problem's byte offset, which `at` reads it back from
     (for a stage that visits problems in an order of its own, e.g. dedup's richest first)."""
 
     def __init__(self, path: Path):
