@@ -89,6 +89,39 @@ def test_no_stage_holds_its_input_whole(tmp_path, monkeypatch):
     assert all(growth < extra * KEPT_PER_PROBLEM for growth in grown.values()), report
 
 
+
+def test_one_pass_stages_read_an_iterator_once_and_two_pass_stages_refuse_one(tmp_path):
+    # A one-pass stage consumes what it is given once, in order: handed a generator, it
+    # keeps every problem. A stage that reads its input twice says so rather than see an
+    # empty second pass.
+    from microcoder.data.amplify import amplify_problems
+    from microcoder.data.config import DedupConfig
+    from microcoder.data.decontaminate import remove_contaminated
+    from microcoder.data.dedup import deduplicate
+    from microcoder.data.difficulty import filter_by_difficulty
+    from microcoder.data.stages import StageContext
+    from microcoder.data.validate import validate_problems
+
+    config = PipelineConfig(work_dir=str(tmp_path / "work"), progress=False, sources=[],
+                            validate={"run_references": False}, amplify={"enabled": False, "keep_unverified": True})
+    context = StageContext(config)
+    problems = corpus(3)
+    for stage in (validate_problems, remove_contaminated, amplify_problems, filter_by_difficulty):
+        read: list[str] = []
+
+        def once():
+            for problem in problems:
+                read.append(problem.id)
+                yield problem.model_copy(deep=True)
+
+        assert [problem.id for problem in stage(once(), config, context).problems] == [p.id for p in problems], stage
+        assert read == [p.id for p in problems], stage
+    with pytest.raises(TypeError, match="reads its problems twice"):
+        deduplicate(iter(problems), DedupConfig(), context)
+    with pytest.raises(TypeError, match="reads its problems twice"):
+        filter_by_difficulty(iter(problems), config.model_copy(update={"difficulty": config.difficulty.model_copy(
+            update={"estimate_pass_rate": True})}), context)
+
 if __name__ == "__main__":  # python -m tests.test_data_streaming: each stage's peak at N and 8N
     import tempfile
 
