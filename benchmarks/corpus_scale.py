@@ -17,7 +17,7 @@ Parts:
   CodeContests, Codeforces, APPS) converted once to one canonical file, and the same
   replicated 8 times under new ids (`<id>~r<k>`), each built (ingest, validate without
   reference runs, dedup, decontaminate, amplify off, difficulty, export) in a subprocess
-  of its own: its peak resident memory (ru_maxrss from `os.wait4`) and time. With
+  of its own: its peak resident memory (the process's VmHWM as it exits) and time. With
   `--baseline DIR`, the checkout in DIR builds each factor too, right after this one, and
   the two exports are compared file by file; with `--stage-peaks`, each stage is rerun
   after the build in a process of its own (`microcoder data <stage> --force`) for its peak.
@@ -220,15 +220,30 @@ def commit_of(tree: Path) -> str:
                           text=True).stdout.strip() or str(tree)
 
 
-def peak_of(command: list[str], env: dict) -> tuple[int, int, str]:
-    """(peak resident KiB of the process and the children it waited for, exit code, stderr):
-    `os.wait4`'s usage of this child alone, so a build after a larger one is measured too."""
-    with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
+PEAK_RUNNER = """
+import atexit, os, runpy, sys
+
+def report():  # VmHWM: this program's own peak, not the forking parent's (ru_maxrss keeps that across exec)
+    with open("/proc/self/status") as status, open(os.environ["PEAK_FILE"], "w") as out:
+        out.write(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+
+atexit.register(report)
+sys.argv = ["microcoder", *sys.argv[1:]]
+runpy.run_module("microcoder.cli", run_name="__main__")
+"""
+
+
+def peak_of(arguments: list[str], env: dict) -> tuple[int, int, str]:
+    """(peak resident KiB, exit code, stderr) of `python -m microcoder.cli ARGUMENTS`: the
+    program's own high-water mark (VmHWM, read as it exits). ru_maxrss would not do: a
+    child's counts the parent's peak at the fork, which the program keeps across exec."""
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as errors:
+        peak_file = Path(folder) / "peak"
+        completed = subprocess.run([sys.executable, "-c", PEAK_RUNNER, *arguments], stdout=subprocess.DEVNULL,
+                                   stderr=errors, env={**env, "PEAK_FILE": str(peak_file)})
         errors.seek(0)
-        return usage.ru_maxrss, process.returncode, errors.read().decode(errors="replace")
+        peak = int(peak_file.read_text()) if peak_file.exists() else 0
+        return peak, completed.returncode, errors.read().decode(errors="replace")
 
 
 def without_seconds(name: str, text: str) -> str:
@@ -286,7 +301,7 @@ def memory(args) -> None:
                 path = folder / f"x{copies}-{position}.yaml"
                 path.write_text(yaml.safe_dump(config))
                 env = {**os.environ, "PYTHONPATH": str(tree)}
-                command = [sys.executable, "-m", "microcoder.cli", "data"]
+                command = ["data"]
                 started = time.monotonic()
                 peak, code, errors = peak_of(command + ["build", "--config", str(path), "--no-progress"], env)
                 if code:
