@@ -233,14 +233,18 @@ runpy.run_module("microcoder.cli", run_name="__main__")
 """
 
 
-def peak_of(arguments: list[str], env: dict) -> tuple[int, int, str]:
-    """(peak resident KiB, exit code, stderr) of `python -m microcoder.cli ARGUMENTS`: the
-    program's own high-water mark (VmHWM, read as it exits). ru_maxrss would not do: a
-    child's counts the parent's peak at the fork, which the program keeps across exec."""
+def peak_of(arguments: list[str], tree: Path) -> tuple[int, int, str]:
+    """(peak resident KiB, exit code, stderr) of `microcoder ARGUMENTS` run from the checkout
+    `tree` (its folder first on the path): the program's own high-water mark (VmHWM, read as
+    it exits). ru_maxrss would not do: a child's counts the parent's peak at the fork, which
+    the program keeps across exec."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as errors:
         peak_file = Path(folder) / "peak"
+        # `python -c` puts the working folder first on sys.path: run in `tree`, or another
+        # checkout's microcoder would be the one imported.
         completed = subprocess.run([sys.executable, "-c", PEAK_RUNNER, *arguments], stdout=subprocess.DEVNULL,
-                                   stderr=errors, env={**env, "PEAK_FILE": str(peak_file)})
+                                   stderr=errors, env={**env, "PEAK_FILE": str(peak_file)}, cwd=tree)
         errors.seek(0)
         peak = int(peak_file.read_text()) if peak_file.exists() else 0
         return peak, completed.returncode, errors.read().decode(errors="replace")
@@ -300,10 +304,9 @@ def memory(args) -> None:
                           "decontaminate": {"eval_sets": []}, "amplify": {"enabled": False, "keep_unverified": True}}
                 path = folder / f"x{copies}-{position}.yaml"
                 path.write_text(yaml.safe_dump(config))
-                env = {**os.environ, "PYTHONPATH": str(tree)}
                 command = ["data"]
                 started = time.monotonic()
-                peak, code, errors = peak_of(command + ["build", "--config", str(path), "--no-progress"], env)
+                peak, code, errors = peak_of(command + ["build", "--config", str(path), "--no-progress"], tree)
                 if code:
                     raise SystemExit(f"the {copies}x build of {tree} failed: {errors.strip().splitlines()[-1]}")
                 exported = json.loads((work / "export/manifest.json").read_text())["counts"]["out"]
@@ -316,7 +319,7 @@ def memory(args) -> None:
                     stage_peaks[(label, copies)] = {}
                     for stage in STAGES:
                         peak, code, errors = peak_of(command + [stage, "--config", str(path), "--no-progress",
-                                                                "--force"], env)
+                                                                "--force"], tree)
                         if code:
                             raise SystemExit(f"{stage} at {copies}x of {tree} failed: {errors.strip().splitlines()[-1]}")
                         stage_peaks[(label, copies)][stage] = peak
