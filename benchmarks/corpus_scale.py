@@ -17,7 +17,10 @@ Parts:
   CodeContests, Codeforces, APPS) converted once to one canonical file, and the same
   replicated 8 times under new ids (`<id>~r<k>`), each built (ingest, validate without
   reference runs, dedup, decontaminate, amplify off, difficulty, export) in a subprocess
-  of its own: its peak resident memory (ru_maxrss) and time.
+  of its own: its peak resident memory (the process's VmHWM as it exits) and time. With
+  `--baseline DIR`, the checkout in DIR builds each factor too, right after this one, and
+  the two exports are compared file by file; with `--stage-peaks`, each stage is rerun
+  after the build in a process of its own (`microcoder data <stage> --force`) for its peak.
 - cluster: `ray start --head --num-cpus 1` and a second `ray start --address ... --num-cpus 1`
   (two nodes on this machine), `microcoder data build --engine ray --ray-address` on the
   small config of tests/test_data_ray.py (one evaluator actor per node), its corpus compared
@@ -36,7 +39,7 @@ import argparse
 import gzip
 import json
 import os
-import resource
+import re
 import shutil
 import socket
 import statistics
@@ -212,44 +215,135 @@ def replicated_source(folder: Path, copies: int) -> tuple[Path, int]:
     return path, count
 
 
+def commit_of(tree: Path) -> str:
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or str(tree)
+
+
+PEAK_RUNNER = """
+import atexit, os, runpy, sys
+
+def report():  # VmHWM: this program's own peak, not the forking parent's (ru_maxrss keeps that across exec)
+    with open("/proc/self/status") as status, open(os.environ["PEAK_FILE"], "w") as out:
+        out.write(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+
+atexit.register(report)
+sys.argv = ["microcoder", *sys.argv[1:]]
+runpy.run_module("microcoder.cli", run_name="__main__")
+"""
+
+
+def peak_of(arguments: list[str], tree: Path) -> tuple[int, int, str]:
+    """(peak resident KiB, exit code, stderr) of `microcoder ARGUMENTS` run from the checkout
+    `tree` (its folder first on the path): the program's own high-water mark (VmHWM, read as
+    it exits). ru_maxrss would not do: a child's counts the parent's peak at the fork, which
+    the program keeps across exec."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as errors:
+        peak_file = Path(folder) / "peak"
+        # `python -c` puts the working folder first on sys.path: run in `tree`, or another
+        # checkout's microcoder would be the one imported.
+        completed = subprocess.run([sys.executable, "-c", PEAK_RUNNER, *arguments], stdout=subprocess.DEVNULL,
+                                   stderr=errors, env={**env, "PEAK_FILE": str(peak_file)}, cwd=tree)
+        errors.seek(0)
+        peak = int(peak_file.read_text()) if peak_file.exists() else 0
+        return peak, completed.returncode, errors.read().decode(errors="replace")
+
+
+def without_seconds(name: str, text: str) -> str:
+    """An export file's text less the wall-clock seconds that differ between any two builds:
+    the manifests' `seconds`, the datasheet's seconds column and its stage time."""
+    if name == "manifest.json":
+        return re.sub(r'"seconds": [\d.]+', '"seconds": -', text)
+    if name == "datasheet.md":
+        text = re.sub(r"^(\| \w+ \| \d+ \| \d+ \| \d+ \| \d+ \| )[\d.]+ \|$", r"\1- |", text, flags=re.M)
+        return re.sub(r"Stage time before export: [\d.]+ s", "Stage time before export: - s", text)
+    return text
+
+
+def export_differences(one: Path, other: Path) -> list[str]:
+    """The export files of two builds that differ: byte for byte, but for the seconds in
+    manifest.json and datasheet.md (a file of one only counts)."""
+    names = sorted({str(path.relative_to(folder)) for folder in (one, other) for path in folder.rglob("*")
+                    if path.is_file()})
+    differing = []
+    for name in names:
+        if not ((one / name).is_file() and (other / name).is_file()):
+            differing.append(name)
+        elif name in ("manifest.json", "datasheet.md"):
+            if without_seconds(name, (one / name).read_text()) != without_seconds(name, (other / name).read_text()):
+                differing.append(name)
+        elif (one / name).read_bytes() != (other / name).read_bytes():
+            differing.append(name)
+    return differing
+
+
 def memory(args) -> None:
     import yaml
 
     print(f"\n## Peak memory: the build without sandbox stages, 1x and 8x, {load()}")
     from microcoder.data.stages import STAGES
 
-    stage_seconds: dict[int, dict[str, float]] = {}
-    print("\n| sources | problems in | exported | peak RSS | wall |")
-    print("|---|---:|---:|---:|---:|")
+    trees = [REPO] + ([Path(args.baseline).resolve()] if args.baseline else [])
+    labels = [commit_of(tree) for tree in trees]
+    stage_seconds: dict[tuple[str, int], dict[str, float]] = {}
+    stage_peaks: dict[tuple[str, int], dict[str, int]] = {}
+    print("\nThe build in one process (`microcoder data build`):\n")
+    print("| code | sources | problems in | exported | peak RSS | wall |")
+    print("|---|---|---:|---:|---:|---:|")
+    differences: dict[int, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="corpus-scale-") as folder:
         folder = Path(folder)
         for copies in (1, 8):
             source, count = replicated_source(folder, copies)
-            config = {"work_dir": str(folder / f"work-x{copies}"), "progress": False, "workers": 1,
-                      "sources": [{"path": str(source), "format": "canonical"}],
-                      "validate": {"run_references": False}, "dedup": {"near": False},
-                      "decontaminate": {"eval_sets": []}, "amplify": {"enabled": False, "keep_unverified": True}}
-            path = folder / f"x{copies}.yaml"
-            path.write_text(yaml.safe_dump(config))
-            started = time.monotonic()
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            completed = subprocess.run([sys.executable, "-m", "microcoder.cli", "data", "build", "--config", str(path),
-                                        "--no-progress"], capture_output=True, text=True,
-                                       env={**os.environ, "PYTHONPATH": str(REPO)})
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            if completed.returncode:
-                raise SystemExit(f"the {copies}x build failed: {completed.stderr.strip().splitlines()[-1]}")
-            exported = json.loads((folder / f"work-x{copies}/export/manifest.json").read_text())["counts"]["out"]
-            shown = f"{peak / 1024:.0f} MiB" if peak > before else f"<= {before / 1024:.0f} MiB (the earlier peak)"
-            print(f"| {copies}x | {count:,} | {exported:,} | {shown} | {time.monotonic() - started:.0f} s |")
-            stage_seconds[copies] = {stage: json.loads((folder / f"work-x{copies}/{stage}/manifest.json").read_text())
-                                     ["seconds"] * 1000 / count for stage in STAGES if stage != "amplify"}
-            shutil.rmtree(folder / f"work-x{copies}", ignore_errors=True)
-    print("\nSeconds per 1,000 problems in, by stage (validate without reference runs, amplify off; the "
-          "sandbox stages' costs follow from the throughput part's rates):\n")
-    print("| stage | " + " | ".join(f"{copies}x" for copies in stage_seconds) + " |")
+            for position, (tree, label) in enumerate(zip(trees, labels)):
+                work = folder / f"work-x{copies}-{position}"
+                config = {"work_dir": str(work), "progress": False, "workers": 1,
+                          "sources": [{"path": str(source), "format": "canonical"}],
+                          "validate": {"run_references": False}, "dedup": {"near": False},
+                          "decontaminate": {"eval_sets": []}, "amplify": {"enabled": False, "keep_unverified": True}}
+                path = folder / f"x{copies}-{position}.yaml"
+                path.write_text(yaml.safe_dump(config))
+                command = ["data"]
+                started = time.monotonic()
+                peak, code, errors = peak_of(command + ["build", "--config", str(path), "--no-progress"], tree)
+                if code:
+                    raise SystemExit(f"the {copies}x build of {tree} failed: {errors.strip().splitlines()[-1]}")
+                exported = json.loads((work / "export/manifest.json").read_text())["counts"]["out"]
+                print(f"| {label} | {copies}x | {count:,} | {exported:,} | {peak / 1024:.0f} MiB | "
+                      f"{time.monotonic() - started:.0f} s |")
+                stage_seconds[(label, copies)] = {
+                    stage: json.loads((work / f"{stage}/manifest.json").read_text())["seconds"] * 1000 / count
+                    for stage in STAGES if stage != "amplify"}
+                if args.stage_peaks:  # each stage again, in a process of its own
+                    stage_peaks[(label, copies)] = {}
+                    for stage in STAGES:
+                        peak, code, errors = peak_of(command + [stage, "--config", str(path), "--no-progress",
+                                                                "--force"], tree)
+                        if code:
+                            raise SystemExit(f"{stage} at {copies}x of {tree} failed: {errors.strip().splitlines()[-1]}")
+                        stage_peaks[(label, copies)][stage] = peak
+            if len(trees) > 1:
+                differences[copies] = export_differences(folder / f"work-x{copies}-0/export",
+                                                         folder / f"work-x{copies}-1/export")
+            for position in range(len(trees)):
+                shutil.rmtree(folder / f"work-x{copies}-{position}", ignore_errors=True)
+    for copies, names in differences.items():
+        print(f"\nExports of {labels[0]} and {labels[1]} at {copies}x: "
+              + (f"differ: {', '.join(names)}" if names else "byte-identical, every file (the seconds in "
+                                                               "manifest.json and datasheet.md left out)"))
+    if stage_peaks:
+        print("\nEach stage in a process of its own (`microcoder data <stage> --force`, after the build), "
+              "peak RSS in MiB:\n")
+        print("| stage | " + " | ".join(f"{label} {copies}x" for label, copies in stage_peaks) + " |")
+        print("|---|" + "---:|" * len(stage_peaks))
+        for stage in STAGES:
+            print(f"| {stage} | " + " | ".join(f"{peaks[stage] / 1024:.0f}" for peaks in stage_peaks.values()) + " |")
+    print("\nSeconds per 1,000 problems in, by stage, in the one-process builds (validate without reference "
+          "runs, amplify off; the sandbox stages' costs follow from the throughput part's rates):\n")
+    print("| stage | " + " | ".join(f"{label} {copies}x" for label, copies in stage_seconds) + " |")
     print("|---|" + "---:|" * len(stage_seconds))
-    for stage in stage_seconds[1]:
+    for stage in next(iter(stage_seconds.values())):
         print(f"| {stage} | " + " | ".join(f"{seconds[stage]:.2f}" for seconds in stage_seconds.values()) + " |")
 
 
@@ -355,6 +449,10 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=16)
     parser.add_argument("--generated", type=int, default=100, help="generated inputs per problem (extrapolation)")
     parser.add_argument("--smoke", action="store_true", help="throughput only, on 8 made-up problems, once")
+    parser.add_argument("--stage-peaks", action="store_true", help="memory part: also each stage's peak, "
+                        "rerun in a process of its own")
+    parser.add_argument("--baseline", help="memory part: another checkout (e.g. a git worktree of an earlier "
+                        "commit) built too, each factor right after this one's, and its exports compared")
     args = parser.parse_args()
     if args.smoke:
         args.parts, args.problems, args.repeats = ["throughput"], 8, 1

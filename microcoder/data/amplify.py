@@ -44,7 +44,9 @@ import json
 import random
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from microcoder.data.boundaries import boundary_inputs
@@ -64,7 +66,8 @@ from microcoder.data.constraints import (
 )
 from microcoder.data.records import Reject
 from microcoder.data.shown import mark_shown, squash
-from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.data.stages import (Removal, StageContext, StageOutput, StageSink, read_json_lines, sha256_of,
+                                   temporary_name)
 from microcoder.data.validate import pipeline_source, time_limit_from_reference
 from microcoder.evaluator.sandbox import SandboxFault
 from microcoder.problems import Problem, TestCase
@@ -431,38 +434,62 @@ def _answer(context: StageContext, problem: Problem, arguments_text: str, time_l
             "detail": run.detail[:200]}
 
 
-def _answers(problems_inputs: list[tuple[Problem, list[str]]], config: PipelineConfig,
-             context: StageContext) -> dict[str, dict[str, Any]]:
-    """{answer key: the reference's answer} for every generated input, from the cache or a
-    sandbox run, cached after each batch."""
+def _cached_answers(config: PipelineConfig) -> tuple[dict[str, dict[str, Any]], Path]:
     cache_path = config.stage_dir("amplify") / "reference_answers.jsonl"
     cache_path.parent.mkdir(parents=True, exist_ok=True)
-    cache = {record["key"]: record for record in read_json_lines(cache_path)}
-    jobs = [(problem, text, answer_key(problem, text, answer_time_limit(problem, config)))
-            for problem, texts in problems_inputs for text in texts]
+    return {record["key"]: record for record in read_json_lines(cache_path)}, cache_path
+
+
+def _answer_all(spool: Path, jobs: int, wanted: set[str], config: PipelineConfig, context: StageContext,
+                cache: dict[str, dict[str, Any]], cache_path: Path) -> None:
+    """Put in `cache` the reference's answer to every generated input of the spooled plans
+    (`wanted`: their keys, `jobs`: their count): adopted from `answers_from`, or run in the
+    sandbox in batches of `batch_size` distinct keys, each batch cached as it ends."""
     if config.amplify.answers_from is not None:
-        wanted = {key for _, _, key in jobs} - set(cache)
+        missing = wanted - set(cache)
         adopted = [record for record in read_json_lines(config.resolve(config.amplify.answers_from))
-                   if record.get("key") in wanted]
+                   if record.get("key") in missing]
         with open(cache_path, "a", encoding="utf-8") as handle:  # this build's cache stands on its own
             for record in adopted:
                 cache[record["key"]] = record
                 handle.write(json.dumps(record) + "\n")
-    todo = list({key: (problem, text, key) for problem, text, key in jobs if key not in cache}.values())
-    with context.progress("amplify: reference answers", len(jobs)) as advance:
-        advance(len(jobs) - len(todo))
+    queued = set(cache)
+    with context.progress("amplify: reference answers", jobs) as advance:
+        advance(jobs - len(wanted - queued))
         step = max(1, config.amplify.batch_size)
-        for start in range(0, len(todo), step):
-            batch = todo[start : start + step]
-            answers = context.map_sandboxed(_answer, [(problem, text, answer_time_limit(problem, config))
-                                                      for problem, text, _ in batch])
-            with open(cache_path, "a", encoding="utf-8") as handle:
-                for (_, _, key), answer in zip(batch, answers):
-                    record = {"key": key, **answer}
-                    cache[key] = record
-                    handle.write(json.dumps(record) + "\n")
+        batch: list[tuple[Problem, str, str]] = []
+        for problem, plan in _spooled(spool):
+            for text in (plan or {}).get("texts", []):
+                key = answer_key(problem, text, answer_time_limit(problem, config))
+                if key in queued:
+                    continue
+                queued.add(key)
+                batch.append((problem, text, key))
+                if len(batch) == step:
+                    _answer_batch(batch, config, context, cache, cache_path)
+                    advance(len(batch))
+                    batch = []
+        if batch:
+            _answer_batch(batch, config, context, cache, cache_path)
             advance(len(batch))
-    return cache
+
+
+def _answer_batch(batch: list[tuple[Problem, str, str]], config: PipelineConfig, context: StageContext,
+                  cache: dict[str, dict[str, Any]], cache_path: Path) -> None:
+    answers = context.map_sandboxed(_answer, [(problem, text, answer_time_limit(problem, config))
+                                              for problem, text, _ in batch])
+    with open(cache_path, "a", encoding="utf-8") as handle:
+        for (_, _, key), answer in zip(batch, answers):
+            record = {"key": key, **answer}
+            cache[key] = record
+            handle.write(json.dumps(record) + "\n")
+
+
+def _spooled(path: Path) -> Iterator[tuple[Problem, dict[str, Any] | None]]:
+    """The (problem, plan) pairs `amplify_problems` spooled: two lines each."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            yield Problem.model_validate_json(line), json.loads(handle.readline())
 
 
 def _usable(answer: dict[str, Any], null_expected: bool) -> str | None:
@@ -476,46 +503,80 @@ def _usable(answer: dict[str, Any], null_expected: bool) -> str | None:
     return None
 
 
-def amplify_problems(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def amplify_problems(problems: Iterable[Problem], config: PipelineConfig, context: StageContext,
+                     out: StageSink | None = None) -> StageSink:
+    """The stage, one problem at a time. With `enabled`, each problem and its plan (the
+    inputs to generate) are spooled to a temporary file beside the answer cache and read
+    from it twice: the references answer every planned input first (`_answer_all`), then
+    each problem takes its tests. Held across problems: the answer cache (one record per
+    distinct generated input: up to `tests_per_problem` and the boundary inputs per call
+    problem with a reference), the keys of the inputs planned, and the per-source counts."""
+    out = StageOutput() if out is None else out
+    planned = _planned(problems, config, out)
+    if not config.amplify.enabled:
+        out.extra = _finished(((problem, None) for problem, _ in planned), {}, config, out)
+        return out
+    cache, cache_path = _cached_answers(config)
+    spool = temporary_name(cache_path.with_name("planned.jsonl"))
+    try:
+        wanted: set[str] = set()
+        jobs = 0
+        with open(spool, "w", encoding="utf-8") as handle:
+            for problem, plan in planned:
+                handle.write(problem.model_dump_json() + "\n" + json.dumps(plan) + "\n")
+                for text in (plan or {}).get("texts", []):
+                    wanted.add(answer_key(problem, text, answer_time_limit(problem, config)))
+                    jobs += 1
+        if jobs:
+            _answer_all(spool, jobs, wanted, config, context, cache, cache_path)
+        out.extra = _finished(_spooled(spool), cache, config, out)
+    finally:
+        spool.unlink(missing_ok=True)
+    return out
+
+
+def _planned(problems: Iterable[Problem], config: PipelineConfig,
+             out: StageSink) -> Iterator[tuple[Problem, dict[str, Any] | None]]:
+    """(problem with its shown tests marked, its plan or None) for each problem; a plan is
+    the inputs to generate (`texts`: the boundary inputs, then the drawn ones not among
+    them), `kinds` (boundary input -> its kind) and `space` (what the input space was read
+    as). A problem that raises is a reject, and goes on without a plan once marked."""
     settings = config.amplify
-    kept: list[Problem] = []
-    removals: list[Removal] = []
-    rejects: list[Reject] = []
     input_path = str(config.stage_dir("decontaminate") / "problems.jsonl")
-    marked: list[Problem] = []
-    plans: list[tuple[Problem, list[str]]] = []
-    spaces: dict[str, dict[str, Any]] = {}
-    boundary_kinds: dict[str, dict[str, str]] = {}
     for row, problem in enumerate(problems, start=1):
+        marked, plan = None, None
         try:
-            problem = mark_shown(problem)
-            marked.append(problem)
+            problem = marked = mark_shown(problem)
             if not (settings.enabled and problem.kind == "call"
                     and isinstance(problem.metadata.get("reference_solution"), str)):
-                continue
-            if all(test.output.strip() == "null" for test in problem.tests):
-                continue  # results returned in place: nothing to compare but None
-            space = input_space(problem, settings)
-            if space is None:
-                continue
-            edges = boundary_inputs(space.domains, space.admits, stored_arguments(problem), problem.prompt,
-                                    bool(space.promises), settings.boundary_inputs, settings.seed, problem.id,
-                                    settings.max_input_chars)
-            kinds = {_as_text(arguments): kind for kind, arguments in edges}
-            drawn = [_as_text(arguments) for arguments in generate_inputs(problem, space, settings.tests_per_problem,
-                                                                         settings.seed, settings.max_input_chars)]
-            plans.append((problem, list(kinds) + [text for text in drawn if text not in kinds]))
-            spaces[problem.id] = space.describe()
-            boundary_kinds[problem.id] = kinds
+                pass
+            elif all(test.output.strip() == "null" for test in problem.tests):
+                pass  # results returned in place: nothing to compare but None
+            elif (space := input_space(problem, settings)) is not None:
+                edges = boundary_inputs(space.domains, space.admits, stored_arguments(problem), problem.prompt,
+                                        bool(space.promises), settings.boundary_inputs, settings.seed, problem.id,
+                                        settings.max_input_chars)
+                kinds = {_as_text(arguments): kind for kind, arguments in edges}
+                drawn = [_as_text(arguments) for arguments in generate_inputs(problem, space, settings.tests_per_problem,
+                                                                             settings.seed, settings.max_input_chars)]
+                plan = {"texts": list(kinds) + [text for text in drawn if text not in kinds], "kinds": kinds,
+                        "space": space.describe()}
         except Exception as error:  # noqa: BLE001 - one bad record never stops the build
-            rejects.append(Reject(input_path, row, "(amplify)", "amplify error", f"{type(error).__name__}: {error}",
-                                  problem.id))
-    answers = _answers(plans, config, context) if plans else {}
-    planned = {problem.id: texts for problem, texts in plans}
+            out.reject(Reject(input_path, row, "(amplify)", "amplify error", f"{type(error).__name__}: {error}",
+                              problem.id))
+        if marked is not None:
+            yield marked, plan
+
+
+def _finished(planned: Iterable[tuple[Problem, dict[str, Any] | None]], answers: dict[str, dict[str, Any]],
+              config: PipelineConfig, out: StageSink) -> dict[str, Any]:
+    """Give each problem its generated tests (`answers`: the answer cache), keep or remove it,
+    and return the manifest's counts."""
+    settings = config.amplify
     counts: Counter[str] = Counter()
     per_source: dict[str, Counter[str]] = {}
     stdin_tally: dict[str, Counter[str]] = {}
-    for problem in marked:
+    for problem, plan in planned:
         source = pipeline_source(problem)
         tally = per_source.setdefault(source, Counter())
         tally["problems"] += 1
@@ -523,16 +584,15 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
         tally["stored hidden tests"] += hidden_count(problem)
         if problem.kind == "stdin":
             _count_stdin(stdin_tally.setdefault(source, Counter()), problem, settings)
-        if problem.id in planned:
-            problem = _with_generated(problem, planned[problem.id], answers, config, spaces[problem.id], counts,
-                                      boundary_kinds[problem.id])
+        if plan is not None:
+            problem = _with_generated(problem, plan["texts"], answers, config, plan["space"], counts, plan["kinds"])
             tally["generated tests"] += sum(test.generated for test in problem.tests)
             tally["boundary tests"] += sum(problem.metadata["amplified"]["boundary"].values())
             tally["amplified problems"] += any(test.generated for test in problem.tests)
         disagreeing = sample_output_disagrees(problem)
         if disagreeing is not None:
-            removals.append(Removal(problem.id, problem.source, "amplify", SAMPLE_DISAGREES,
-                                    f"input of {len(disagreeing.input)} characters shown with another output"))
+            out.remove(Removal(problem.id, problem.source, "amplify", SAMPLE_DISAGREES,
+                               f"input of {len(disagreeing.input)} characters shown with another output"))
             tally["removed: sample output differs"] += 1
             continue
         has_reference = isinstance(problem.metadata.get("reference_solution"), str)
@@ -542,29 +602,28 @@ def amplify_problems(problems: list[Problem], config: PipelineConfig, context: S
             problem.metadata["tier"] = UNVERIFIED_HIDDEN
             problem.metadata[UNVERIFIED_HIDDEN] = trivial_program_shares(problem)
         elif not has_reference and not settings.keep_unverified:
-            removals.append(Removal(problem.id, problem.source, "amplify", UNVERIFIED,
-                                    f"{len(problem.tests)} tests, {hidden_count(problem)} hidden"))
+            out.remove(Removal(problem.id, problem.source, "amplify", UNVERIFIED,
+                               f"{len(problem.tests)} tests, {hidden_count(problem)} hidden"))
             tally["removed: unverified"] += 1
             continue
         if hidden_count(problem) == 0:
-            removals.append(Removal(problem.id, problem.source, "amplify", NO_HIDDEN,
-                                    f"{len(problem.tests)} tests, all in the statement"))
+            out.remove(Removal(problem.id, problem.source, "amplify", NO_HIDDEN,
+                               f"{len(problem.tests)} tests, all in the statement"))
             tally["removed: no hidden tests"] += 1
             continue
         hidden_answers = {test.output.strip() for test in problem.tests if not test.shown}
         shown_answers = {test.output.strip() for test in problem.tests if test.shown}
         if len(hidden_answers) == 1 and (hidden_count(problem) >= 2 or hidden_answers <= shown_answers):
-            removals.append(Removal(problem.id, problem.source, "amplify", ONE_ANSWER,
-                                    f"{hidden_count(problem)} hidden tests, all {next(iter(hidden_answers))[:40]}"))
+            out.remove(Removal(problem.id, problem.source, "amplify", ONE_ANSWER,
+                               f"{hidden_count(problem)} hidden tests, all {next(iter(hidden_answers))[:40]}"))
             tally["removed: one hidden answer"] += 1
             continue
         tally["kept"] += 1
         tally["kept: unverified_hidden"] += problem.metadata.get("tier") == UNVERIFIED_HIDDEN
-        kept.append(problem)
-    return StageOutput(kept, removals, rejects,
-                       extra={"per_source": {source: dict(sorted(tally.items())) for source, tally in per_source.items()},
-                              "discarded_candidates": dict(sorted(counts.items())),
-                              "stdin": {source: dict(sorted(tally.items())) for source, tally in stdin_tally.items()}})
+        out.keep(problem)
+    return {"per_source": {source: dict(sorted(tally.items())) for source, tally in per_source.items()},
+            "discarded_candidates": dict(sorted(counts.items())),
+            "stdin": {source: dict(sorted(tally.items())) for source, tally in stdin_tally.items()}}
 
 
 UNVERIFIED_HIDDEN = "unverified_hidden"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from microcoder.data.config import PipelineConfig
 from microcoder.data.reading_measure import datasheet_section as statement_readings_section
 from microcoder.data.stages import STAGES, read_json_lines, read_manifest, write_lines_atomic, written_atomically
-from microcoder.problems import Problem
+from microcoder.problems import Problem, iter_jsonl
 
 
 def _relative(path: str, config: PipelineConfig) -> str:
@@ -53,15 +54,39 @@ def _bar_chart(path: Path, counts: dict[str, int], title: str, xlabel: str) -> N
         plt.close(figure)
 
 
-def _varied(items: list[dict], count: int) -> list[dict]:
-    """`count` examples, one per source first (the first few of a reason often share one)."""
-    firsts, seen = [], set()
-    for item in items:
-        if item["source"] not in seen:
-            seen.add(item["source"])
-            firsts.append(item)
-    rest = [item for item in items if item not in firsts]
-    return (firsts + rest)[:count]
+class RemovalReason:
+    """The removals of one stage for one reason, read one at a time: their count and what
+    `examples` needs (the first of each source, and the first `wanted` of all)."""
+
+    def __init__(self, wanted: int):
+        self.wanted, self.count = wanted, 0
+        self.firsts: dict[str, dict] = {}
+        self.earliest: list[dict] = []
+
+    def add(self, removal: dict) -> None:
+        self.count += 1
+        self.firsts.setdefault(removal["source"], removal)
+        if len(self.earliest) < self.wanted + len(self.firsts):
+            self.earliest.append(removal)
+
+    def examples(self) -> list[dict]:
+        """`wanted` examples, one per source first (the first few of a reason often share one)."""
+        firsts = list(self.firsts.values())
+        rest = [item for item in self.earliest if item not in firsts]
+        return (firsts + rest)[:self.wanted]
+
+
+READINGS_EVIDENCE = ("several answers, no checker", "several correct outputs", "interactive",
+                     "reference fails its tests")
+"""The removal reasons the statement readings section counts (reading_measure.datasheet_section)."""
+
+
+def _json_lines(path: Path) -> Iterator[dict]:
+    """The records of a JSONL file of ours, one at a time; none when it is absent (a line that
+    is not JSON is skipped, as `read_json_lines` does)."""
+    if path.exists():
+        for _, record in iter_jsonl(path, on_error=lambda error: None):
+            yield record
 
 
 def _short(removal: dict) -> str:
@@ -107,13 +132,16 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
     ingest_extra = (manifests.get("ingest") or {}).get("extra", {}).get("per_source", {})
     final_by_source = Counter(p.metadata.get("pipeline_source", p.source) for p in problems)
     removed_by_source: dict[str, Counter] = defaultdict(Counter)
-    stage_removals: dict[str, list[dict]] = {}
-    for stage in STAGES[1:-1]:
-        stage_removals[stage] = read_json_lines(config.stage_dir(stage) / "removed.jsonl")
+    stage_removals: dict[str, dict[str, RemovalReason]] = {stage: {} for stage in STAGES[1:-1]}
+    readings_evidence: list[dict] = []  # the removals the statement readings section counts
     source_of_id = _source_of_ids(config)
-    for stage, removals in stage_removals.items():
-        for removal in removals:
+    for stage in STAGES[1:-1]:
+        for removal in _json_lines(config.stage_dir(stage) / "removed.jsonl"):
             removed_by_source[source_of_id.get(removal["id"], removal["source"])][stage] += 1
+            stage_removals[stage].setdefault(removal["reason"], RemovalReason(examples)).add(removal)
+            if removal["reason"] in READINGS_EVIDENCE:
+                readings_evidence.append(removal)
+    del source_of_id
     lines += ["## Sources", "", "| source | ingested | rejected at ingest | "
               + " | ".join(f"{s} removed" for s in STAGES[1:-1]) + " | in corpus |",
               "|---|---:|---:|" + "---:|" * (len(STAGES) - 2) + "---:|"]
@@ -126,20 +154,18 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
     lines += ["![problems by source](sources.png)", ""]
 
     lines += ["## Removals by reason", ""]
-    for stage, removals in stage_removals.items():
-        if not removals:
+    for stage, by_reason in stage_removals.items():
+        if not by_reason:
             lines += [f"**{stage}**: none.", ""]
             continue
-        by_reason: dict[str, list[dict]] = defaultdict(list)
-        for removal in removals:
-            by_reason[removal["reason"]].append(removal)
-        lines += [f"**{stage}** ({len(removals)} removed)", "", "| reason | count | examples |", "|---|---:|---|"]
-        for reason, items in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        lines += [f"**{stage}** ({sum(reason.count for reason in by_reason.values())} removed)", "",
+                  "| reason | count | examples |", "|---|---:|---|"]
+        for reason, items in sorted(by_reason.items(), key=lambda kv: -kv[1].count):
             shown = "; ".join(
                 f"`{r['id']}`" + (f" ~ `{r['match']}`" if r.get("match") else "") + (f" ({_short(r)})" if r.get("detail") else "")
-                for r in _varied(items, examples)
+                for r in items.examples()
             ).replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {reason} | {len(items)} | {shown} |")
+            lines.append(f"| {reason} | {items.count} | {shown} |")
         lines.append("")
 
     dedup_extra = (manifests.get("dedup") or {}).get("extra", {})
@@ -223,7 +249,7 @@ def write_datasheet(config: PipelineConfig, problems: list[Problem], out_dir: Pa
         lines += [f"Each any-order checker was checked on its problem's tests: {sum(p['tests'] for p in permuted)} "
                   f"expected results permuted at the checker's levels were all accepted, {sum(p['changed'] for p in permuted)} "
                   "of them permutations that exact comparison rejects; each reference passed with its checker.", ""]
-    lines += statement_readings_section(problems, [r for rs in stage_removals.values() for r in rs],
+    lines += statement_readings_section(problems, readings_evidence,
                                         [config.resolve(source.path) for source in config.sources])
     lines += time_limit_section(problems, config)
     lines += eval_sets_section((manifests.get("decontaminate") or {}).get("extra", {}).get("eval_sets", {}), config)

@@ -23,10 +23,11 @@ matched; a training copy of one is usually rejected by the same rule.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 
 from microcoder.data.dedup import normalise_statement, normalised_tests
 from microcoder.data.config import PipelineConfig
-from microcoder.data.stages import MissingInput, Removal, StageContext, StageOutput, file_sha256
+from microcoder.data.stages import MissingInput, Removal, StageContext, StageOutput, StageSink, file_sha256
 from microcoder.problems import Problem
 
 
@@ -89,10 +90,14 @@ class ContaminationIndex:
         return None
 
 
-def remove_contaminated(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
-    """The stage. An evaluation set that cannot be read, or gives no problem, stops it:
-    a corpus decontaminated against less than its config names must not be labelled clean.
-    The manifest records each set's problem count and the sha256 of each file read."""
+def remove_contaminated(problems: Iterable[Problem], config: PipelineConfig, context: StageContext,
+                        out: StageSink | None = None) -> StageSink:
+    """The stage, one problem at a time: what it holds is the index of the evaluation sets
+    (their size, not the corpus's). An evaluation set that cannot be read, or gives no
+    problem, stops it: a corpus decontaminated against less than its config names must not
+    be labelled clean. The manifest records each set's problem count and the sha256 of each
+    file read."""
+    out = StageOutput() if out is None else out
     from microcoder.data.ingest import ingest_source_cached, source_files, source_name
 
     settings = config.decontaminate
@@ -102,6 +107,7 @@ def remove_contaminated(problems: list[Problem], config: PipelineConfig, context
     for position, eval_set in enumerate(settings.eval_sets):
         name = source_name(eval_set)
         loaded, rejected, _ = ingest_source_cached(config, eval_set, context, cache_dir)
+        loaded = list(loaded)  # an evaluation set is held whole: the index is built from it
         what = f"decontaminate.eval_sets[{position}] ({name})"
         failed = [reject for reject in rejected if reject.reason == "unreadable source"]
         if failed:
@@ -113,15 +119,14 @@ def remove_contaminated(problems: list[Problem], config: PipelineConfig, context
         used[name] = {"problems": len(loaded), "rejected": len(rejected),
                       "files": {str(path): file_sha256(path) for path in source_files(config, eval_set)}}
     index = ContaminationIndex(eval_problems, settings.ngram, settings.common_ngram_max, settings.min_tests_for_identical)
-    kept: list[Problem] = []
-    removals: list[Removal] = []
-    with context.progress("decontaminate", len(problems)) as advance:
+    with context.progress("decontaminate", None) as advance:
         for problem in problems:
             advance()
             found = index.match(problem, settings.overlap_threshold)
             if found is None:
-                kept.append(problem)
+                out.keep(problem)
             else:
                 reason, match, detail = found
-                removals.append(Removal(problem.id, problem.source, "decontaminate", reason, detail, match))
-    return StageOutput(kept, removals, [], extra={"eval_sets": used})
+                out.remove(Removal(problem.id, problem.source, "decontaminate", reason, detail, match))
+    out.extra = {"eval_sets": used}
+    return out

@@ -30,9 +30,10 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 
 from microcoder.data.config import DedupConfig
-from microcoder.data.stages import Removal, StageContext, StageOutput
+from microcoder.data.stages import Removal, StageContext, StageInput, StageOutput, StageSink, passes_over
 from microcoder.problems import Problem
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -78,55 +79,75 @@ def richness(problem: Problem) -> tuple:
             problem.date is not None, problem.checker is not None)
 
 
-def deduplicate(problems: list[Problem], config: DedupConfig, context: StageContext) -> StageOutput:
+def deduplicate(problems: Iterable[Problem], config: DedupConfig, context: StageContext,
+                out: StageSink | None = None) -> StageSink:
+    """The stage, in two passes over `problems` (a list or a `StageInput`). The first keeps,
+    per problem, what ordering and exact matching need: its id, source, `richness`, exact
+    key and where to read it again. The greedy walk, richest first, reads each problem it
+    must compare again by that position; a kept problem adds its exact key and, with
+    `near`, its MinHash to the LSH index (all told ~5 KB a kept problem at 128
+    permutations, as tests/test_data_streaming.py measures it). Candidates' shingles are
+    recomputed from their statements read again, not held. The second pass writes the kept
+    problems in input order."""
     from datasketch import MinHash, MinHashLSH
 
-    order = sorted(range(len(problems)), key=lambda i: (richness(problems[i]), -i), reverse=True)
+    out = StageOutput() if out is None else out
+    passes_over(problems, "dedup")
+    located = problems.located() if isinstance(problems, StageInput) else enumerate(problems)
+    read_again = problems.at if isinstance(problems, StageInput) else problems.__getitem__
+    seen: list[tuple[tuple, int, str, str, str, int]] = []  # (richness, -index, exact key, id, source, position)
+    for index, (position, problem) in enumerate(located):
+        seen.append((richness(problem), -index, exact_key(problem), problem.id, problem.source, position))
+    seen.sort(key=lambda entry: entry[:2], reverse=True)
     lsh = MinHashLSH(threshold=config.threshold, num_perm=config.num_perm)
+    positions: dict[str, int] = {}
     exact_seen: dict[str, str] = {}
-    kept_shingles: dict[str, set[str]] = {}
-    kept_numbers: dict[str, str] = {}
     kept_ids: set[str] = set()
-    removals: list[Removal] = []
     variants: list[tuple[str, str]] = []
-    with context.progress("dedup", len(problems)) as advance:
-        for index in order:
+
+    def statement_of(problem_id: str) -> str:
+        return read_again(positions[problem_id]).prompt
+
+    with context.progress("dedup", len(seen)) as advance:
+        for _, _, key, problem_id, source, position in seen:
             advance()
-            problem = problems[index]
-            key = exact_key(problem)
             if key in exact_seen:
-                removals.append(Removal(problem.id, problem.source, "dedup", "exact duplicate",
-                                        "same normalised statement and tests", exact_seen[key]))
+                out.remove(Removal(problem_id, source, "dedup", "exact duplicate",
+                                   "same normalised statement and tests", exact_seen[key]))
                 continue
-            own = shingles(problem.prompt, config.shingle_words)
-            if config.near and own:
-                minhash = MinHash(num_perm=config.num_perm)
-                minhash.update_batch([s.encode() for s in own])
-                own_numbers = numbers_in(problem.prompt)
-                best_id, best, variant_of = None, 0.0, None
-                for candidate in lsh.query(minhash):
-                    similarity = jaccard(own, kept_shingles[candidate])
-                    if similarity < config.threshold:
+            if config.near:
+                prompt = read_again(position).prompt
+                own = shingles(prompt, config.shingle_words)
+                if own:
+                    minhash = MinHash(num_perm=config.num_perm)
+                    minhash.update_batch([s.encode() for s in own])
+                    own_numbers = numbers_in(prompt)
+                    best_id, best, variant_of = None, 0.0, None
+                    for candidate in lsh.query(minhash):
+                        candidate_statement = statement_of(candidate)
+                        similarity = jaccard(own, shingles(candidate_statement, config.shingle_words))
+                        if similarity < config.threshold:
+                            continue
+                        if config.keep_constraint_variants and numbers_in(candidate_statement) != own_numbers:
+                            variant_of = variant_of or candidate
+                        elif similarity > best:
+                            best_id, best = candidate, similarity
+                    if best_id is not None:
+                        out.remove(Removal(problem_id, source, "dedup", "near duplicate",
+                                           f"statement Jaccard {best:.2f}", best_id))
                         continue
-                    if config.keep_constraint_variants and kept_numbers[candidate] != own_numbers:
-                        variant_of = variant_of or candidate
-                    elif similarity > best:
-                        best_id, best = candidate, similarity
-                if best_id is not None:
-                    removals.append(Removal(problem.id, problem.source, "dedup", "near duplicate",
-                                            f"statement Jaccard {best:.2f}", best_id))
-                    continue
-                if variant_of is not None:
-                    variants.append((problem.id, variant_of))
-                kept_numbers[problem.id] = own_numbers
-                lsh.insert(problem.id, minhash)
-                kept_shingles[problem.id] = own
-            exact_seen[key] = problem.id
-            kept_ids.add(problem.id)
-    kept = [problem for problem in problems if problem.id in kept_ids]
+                    if variant_of is not None:
+                        variants.append((problem_id, variant_of))
+                    lsh.insert(problem_id, minhash)
+                    positions[problem_id] = position
+            exact_seen[key] = problem_id
+            kept_ids.add(problem_id)
+    del seen
     variant_ids = dict(variants)
-    for problem in kept:
-        if problem.id in variant_ids:
-            problem.metadata["constraint_variant_of"] = variant_ids[problem.id]
-    return StageOutput(kept, removals, extra={"constraint_variants_kept": len(variants),
-                                              "constraint_variant_examples": variants[:5]})
+    for problem in problems:
+        if problem.id in kept_ids:
+            if problem.id in variant_ids:
+                problem.metadata["constraint_variant_of"] = variant_ids[problem.id]
+            out.keep(problem)
+    out.extra = {"constraint_variants_kept": len(variants), "constraint_variant_examples": variants[:5]}
+    return out

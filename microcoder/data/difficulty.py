@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from microcoder.data.config import PipelineConfig
-from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.data.stages import (Removal, StageContext, StageOutput, StageSink, passes_over, read_json_lines,
+                                   sha256_of)
 from microcoder.problems import Problem
 
 
@@ -68,7 +69,13 @@ def passes_band(rate: float, band: list[float]) -> str | None:
     return None
 
 
-def filter_by_difficulty(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def filter_by_difficulty(problems: Iterable[Problem], config: PipelineConfig, context: StageContext,
+                         out: StageSink | None = None) -> StageSink:
+    """The stage, one problem at a time. With `estimate_pass_rate` it reads `problems` (a
+    list or a `StageInput`) three times: the cache keys, the batches the model samples (a
+    few at a time), then the filter; what it holds across problems is the rate cache, one
+    small record a problem."""
+    out = StageOutput() if out is None else out
     settings = config.difficulty
     if len(settings.pass_rate_band) != 2 or settings.pass_rate_band[0] > settings.pass_rate_band[1]:
         raise ValueError(f"difficulty.pass_rate_band must be [low, high], got {settings.pass_rate_band}")
@@ -76,27 +83,29 @@ def filter_by_difficulty(problems: list[Problem], config: PipelineConfig, contex
     cutoff = None if settings.date_cutoff is None else str(settings.date_cutoff)
     if cutoff is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", cutoff):
         raise ValueError(f"difficulty.date_cutoff must be YYYY-MM-DD or null, got {settings.date_cutoff!r}")
-    for problem in problems:
-        normalise_difficulty(problem)
+    rated = _normalised(problems)
     if settings.estimate_pass_rate:
-        _estimate_pass_rates(problems, config, context)
-    kept: list[Problem] = []
-    removals: list[Removal] = []
-    for problem in problems:
+        rated = _with_pass_rates(passes_over(problems, "difficulty with estimate_pass_rate"), config, context)
+    for problem in rated:
         rate = (problem.metadata.get("pass_rate") or {}).get("rate")
         verdict = passes_band(rate, settings.pass_rate_band) if rate is not None else None
         if verdict is not None:
-            removals.append(Removal(problem.id, problem.source, "difficulty", verdict,
-                                    f"pass rate {rate:.2f} outside {settings.pass_rate_band}"))
+            out.remove(Removal(problem.id, problem.source, "difficulty", verdict,
+                               f"pass rate {rate:.2f} outside {settings.pass_rate_band}"))
         elif cutoff and problem.date and problem.date < cutoff:
-            removals.append(Removal(problem.id, problem.source, "difficulty", "before date cutoff",
-                                    f"{problem.date} < {cutoff}"))
+            out.remove(Removal(problem.id, problem.source, "difficulty", "before date cutoff",
+                               f"{problem.date} < {cutoff}"))
         elif cutoff and not problem.date and not settings.keep_undated:
-            removals.append(Removal(problem.id, problem.source, "difficulty", "undated",
-                                    f"no date; cutoff {cutoff}"))
+            out.remove(Removal(problem.id, problem.source, "difficulty", "undated", f"no date; cutoff {cutoff}"))
         else:
-            kept.append(problem)
-    return StageOutput(kept, removals)
+            out.keep(problem)
+    return out
+
+
+def _normalised(problems: Iterable[Problem]) -> Iterator[Problem]:
+    for problem in problems:
+        normalise_difficulty(problem)
+        yield problem
 
 
 def _model_identity(config: PipelineConfig) -> dict[str, Any]:
@@ -105,47 +114,87 @@ def _model_identity(config: PipelineConfig) -> dict[str, Any]:
             "temperature": s.temperature, "seed": s.seed, "backend": s.backend, "time_limit_s": config.time_limit_s}
 
 
-def _estimate_pass_rates(problems: list[Problem], config: PipelineConfig, context: StageContext) -> None:
-    """Set metadata.pass_rate on every problem (from the cache where possible)."""
+CALLS_AT_ONCE = 16
+"""Batches handed to the generator together (a Ray engine's actors sample them side by side):
+the problems held while the model samples are at most this many batches."""
+
+
+def _with_pass_rates(problems: Iterable[Problem], config: PipelineConfig, context: StageContext) -> Iterator[Problem]:
+    """`problems` (normalised), each with metadata.pass_rate, from the cache where possible.
+    Three passes: the problems whose keys are not cached; the model on those, batch after batch in input
+    order (the batches and their seeds those of the whole list), each batch's rates cached
+    as it is judged; then every problem with its rate."""
     from microcoder.evaluator import Sample, stop_on_machine_fault
 
     settings = config.difficulty
     identity = _model_identity(config)
     cache_path = config.stage_dir("difficulty") / "pass_rates.jsonl"
     cache_path.parent.mkdir(parents=True, exist_ok=True)
-    keys = {p.id: sha256_of(identity, p.model_dump(exclude={"metadata", "id"})) for p in problems}
     cache = {record["key"]: record for record in read_json_lines(cache_path)}
-    pending = [p for p in problems if keys[p.id] not in cache]
+
+    def key_of(problem: Problem) -> str:
+        return sha256_of(identity, problem.model_dump(exclude={"metadata", "id"}))
+
+    total = 0
+    pending_ids: set[str] = set()
+    for problem in _normalised(problems):
+        total += 1
+        if key_of(problem) not in cache:
+            pending_ids.add(problem.id)
     step = max(1, settings.batch_size)
-    calls = [(pending[start : start + step], settings.seed + start) for start in range(0, len(pending), step)]
     generator = context.generator or _model_generator(config, context)
-    with context.progress("difficulty: model pass rate", len(problems)) as advance:
-        advance(len(problems) - len(pending))
-        for batch, groups in zip((batch for batch, _ in calls), _generations(generator, calls, settings)):
-            samples = [Sample(p.id, response=g.text) for p, group in zip(batch, groups) for g in group]
-            results = context.evaluator().evaluate(batch, samples)
-            stop_on_machine_fault(results, "difficulty")  # a lost run is not a failed sample
-            accepted: dict[str, int] = {p.id: 0 for p in batch}
-            for result in results:
-                accepted[result.problem_id] += result.verdict == "accepted"
-            with open(cache_path, "a", encoding="utf-8") as handle:
-                for problem in batch:
-                    record = {"key": keys[problem.id], "id": problem.id, "accepted": accepted[problem.id],
-                              "n": settings.samples_per_problem}
-                    cache[record["key"]] = record
-                    handle.write(json.dumps(record) + "\n")
-            advance(len(batch))
-    for problem in problems:
-        record = cache[keys[problem.id]]
+    with context.progress("difficulty: model pass rate", total) as advance:
+        advance(total - len(pending_ids))
+        pending = (problem for problem in _normalised(problems) if problem.id in pending_ids)
+        for calls in _calls(pending, step, settings.seed, CALLS_AT_ONCE):
+            for (batch, _), groups in zip(calls, _generations(generator, calls, settings)):
+                samples = [Sample(p.id, response=g.text) for p, group in zip(batch, groups) for g in group]
+                results = context.evaluator().evaluate(batch, samples)
+                stop_on_machine_fault(results, "difficulty")  # a lost run is not a failed sample
+                accepted: dict[str, int] = {p.id: 0 for p in batch}
+                for result in results:
+                    accepted[result.problem_id] += result.verdict == "accepted"
+                with open(cache_path, "a", encoding="utf-8") as handle:
+                    for problem in batch:
+                        record = {"key": key_of(problem), "id": problem.id, "accepted": accepted[problem.id],
+                                  "n": settings.samples_per_problem}
+                        cache[record["key"]] = record
+                        handle.write(json.dumps(record) + "\n")
+                advance(len(batch))
+    for problem in _normalised(problems):
+        record = cache[key_of(problem)]
         problem.metadata["pass_rate"] = {"model": settings.model, "n": record["n"], "accepted": record["accepted"],
                                          "rate": record["accepted"] / record["n"]}
+        yield problem
+
+
+def _calls(pending: Iterable[Problem], step: int, seed: int, at_once: int) -> Iterator[list[tuple[list[Problem], int]]]:
+    """The (batch, seed) calls of `pending`, `at_once` at a time: batches of `step` problems in
+    order, each seeded with `seed` + the index of its first problem among all pending."""
+    calls: list[tuple[list[Problem], int]] = []
+    batch: list[Problem] = []
+    start = 0
+    for index, problem in enumerate(pending):
+        if not batch:
+            start = index
+        batch.append(problem)
+        if len(batch) == step:
+            calls.append((batch, seed + start))
+            batch = []
+            if len(calls) == at_once:
+                yield calls
+                calls = []
+    if batch:
+        calls.append((batch, seed + start))
+    if calls:
+        yield calls
 
 
 def _generations(generator: Any, calls: list[tuple[list[Problem], int]], settings) -> Iterator[list]:
     """Each batch's responses, in order: one `generate` call per (batch, seed), the seed the
     batch's own (`seed` + its first row), so a batch is sampled alike wherever it runs. A
-    generator with `generate_batches` (the Ray engine's generation actors) gets them all at
-    once and samples several batches at a time."""
+    generator with `generate_batches` (the Ray engine's generation actors) gets the calls
+    it is given (`CALLS_AT_ONCE`) together and samples several batches at a time."""
     n, max_new_tokens = settings.samples_per_problem, settings.max_new_tokens
     if hasattr(generator, "generate_batches"):
         yield from generator.generate_batches(calls, n, max_new_tokens)

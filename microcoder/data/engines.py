@@ -61,7 +61,8 @@ def trl_row(problem: Problem) -> dict:
     return {"prompt": build_messages(problem), "problem_id": problem.id}
 
 
-def _write_rows(rows: list[dict], path: str | Path) -> int:
+def write_rows(rows: list[dict], path: str | Path) -> int:
+    """`rows` as one Parquet table (its schema read from them all) at `path`, atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -73,12 +74,12 @@ def _write_rows(rows: list[dict], path: str | Path) -> int:
 def write_verl_parquet(problems: Sequence[Problem], path: str | Path, split: str = "train",
                        inline: bool = False) -> int:
     """Write `problems` as verl rows to `path` (atomically); returns the row count."""
-    return _write_rows([verl_row(problem, index, split, inline) for index, problem in enumerate(problems)], path)
+    return write_rows([verl_row(problem, index, split, inline) for index, problem in enumerate(problems)], path)
 
 
 def write_trl_parquet(problems: Sequence[Problem], path: str | Path) -> int:
     """Write `problems` as TRL prompt rows to `path` (atomically); returns the row count."""
-    return _write_rows([trl_row(problem) for problem in problems], path)
+    return write_rows([trl_row(problem) for problem in problems], path)
 
 
 def split_of(problem_id: str, validation_fraction: float, seed: int) -> str:

@@ -23,11 +23,13 @@ folder and renames that into `work_dir/export/` whole, its manifest inside.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from microcoder.data.config import PipelineConfig
-from microcoder.data.stages import StageContext, StageOutput, read_json_lines, write_lines_atomic, written_atomically
+from microcoder.data.stages import (StageContext, StageOutput, StageSink, read_json_lines, write_lines_atomic,
+                                   written_atomically)
 from microcoder.problems import Problem
 
 
@@ -65,42 +67,110 @@ def parquet_row_to_problem(row: dict[str, Any]) -> Problem:
     return Problem.model_validate(row)
 
 
-def write_parquet(path: Path, problems: list[Problem]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pa.Table.from_pylist([problem_to_parquet_row(p) for p in problems], schema=arrow_schema())
-    with written_atomically(path, binary=True) as handle:
-        pq.write_table(table, handle, row_group_size=256)
+PARQUET_ROW_GROUP = 256
+"""Rows per row group of `<name>.parquet`."""
 
 
-def export_corpus(problems: list[Problem], config: PipelineConfig, context: StageContext, out_dir: Path) -> StageOutput:
+def write_parquet(path: Path, problems: Iterable[Problem]) -> None:
+    """`problems` as `<name>.parquet` (`arrow_schema`), a row group at a time."""
+    with ParquetRows(path) as rows:
+        for problem in problems:
+            rows.add(problem)
+
+
+class ParquetRows:
+    """`<name>.parquet` written as problems come: a row group of `PARQUET_ROW_GROUP` rows
+    at a time (the same file `pq.write_table(..., row_group_size=PARQUET_ROW_GROUP)` writes
+    for them all), atomically."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._rows: list[dict[str, Any]] = []
+
+    def __enter__(self) -> ParquetRows:
+        import pyarrow.parquet as pq
+
+        self._file = written_atomically(self.path, binary=True)
+        handle = self._file.__enter__()
+        self._writer = pq.ParquetWriter(handle, arrow_schema())
+        return self
+
+    def add(self, problem: Problem) -> None:
+        self._rows.append(problem_to_parquet_row(problem))
+        if len(self._rows) == PARQUET_ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._rows:
+            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=arrow_schema()))
+            self._rows = []
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        try:
+            if kind is None:
+                self._flush()
+            self._writer.close()
+        except BaseException as failure:
+            if not self._file.__exit__(type(failure), failure, failure.__traceback__):
+                raise
+            return False
+        return self._file.__exit__(kind, error, traceback)
+
+
+def slim(problem: Problem) -> Problem:
+    """What the datasheet reads of a problem: everything but the texts of its statement,
+    starter code, reference and tests (each test keeps its flags)."""
+    metadata = dict(problem.metadata)
+    if "reference_solution" in metadata:
+        metadata["reference_solution"] = ""
+    tests = [test.model_copy(update={"input": "", "output": ""}) for test in problem.tests]
+    return problem.model_copy(update={"prompt": "", "starter_code": "", "tests": tests, "metadata": metadata})
+
+
+def export_corpus(problems: Iterable[Problem], config: PipelineConfig, context: StageContext, out_dir: Path,
+                  out: StageSink | None = None) -> StageSink:
+    """Write the export, one problem at a time: the JSONL and Parquet corpus as they come.
+    Held across problems: each problem's id by split (`split.json`), its verl and TRL rows
+    (their prompts: ~2x its statement; each of those files is one row group, written at the
+    end) and a `slim` copy for the datasheet (its metadata, tests as flags)."""
     from microcoder.data.datasheet import write_datasheet
     from microcoder.data.stages import STAGES
 
-    from microcoder.data.engines import split_of, write_trl_parquet, write_verl_parquet
+    from microcoder.data.engines import split_of, trl_row, verl_row, write_rows
 
+    out = StageOutput() if out is None else out
     name = config.export.name
-    with context.progress("export", 5) as advance:
-        write_lines_atomic(out_dir / f"{name}.jsonl", (p.model_dump_json() for p in problems))
+    splits: dict[str, list[str]] = {"train": [], "validation": []}
+    verl_rows: dict[str, list[dict]] = {"train": [], "validation": []}
+    trl_rows: dict[str, list[dict]] = {"train": [], "validation": []}
+    summaries: list[Problem] = []
+    with context.progress("export", 4) as advance:
+        with written_atomically(out_dir / f"{name}.jsonl") as corpus, ParquetRows(out_dir / f"{name}.parquet") as parquet:
+            for problem in problems:
+                corpus.write(problem.model_dump_json() + "\n")
+                parquet.add(problem)
+                split = split_of(problem.id, config.export.validation_fraction, config.export.split_seed)
+                verl_rows[split].append(verl_row(problem, len(splits[split]), split))
+                trl_rows[split].append(trl_row(problem))
+                splits[split].append(problem.id)
+                summaries.append(slim(problem))
+                out.keep(problem)
         advance()
-        write_parquet(out_dir / f"{name}.parquet", problems)
-        advance()
-        splits: dict[str, list[Problem]] = {"train": [], "validation": []}
-        for problem in problems:
-            splits[split_of(problem.id, config.export.validation_fraction, config.export.split_seed)].append(problem)
         write_lines_atomic(out_dir / "split.json", [json.dumps(
             {"validation_fraction": config.export.validation_fraction, "seed": config.export.split_seed,
-             **{split: [p.id for p in members] for split, members in splits.items()}}, indent=1)])
-        for split, members in splits.items():
-            write_verl_parquet(members, out_dir / "verl" / f"{split}.parquet", split)
-            write_trl_parquet(members, out_dir / "trl" / f"{split}.parquet")
+             **splits}, indent=1)])
+        for split in splits:
+            write_rows(verl_rows.pop(split), out_dir / "verl" / f"{split}.parquet")
+            write_rows(trl_rows.pop(split), out_dir / "trl" / f"{split}.parquet")
         advance()
         all_rejects = [r for stage in STAGES[:-1] for r in read_json_lines(config.stage_dir(stage) / "rejects.jsonl")]
         write_lines_atomic(out_dir / "all_rejects.jsonl", (json.dumps(r, ensure_ascii=False) for r in all_rejects))
         advance()
-        figures = write_datasheet(config, problems, out_dir)
+        figures = write_datasheet(config, summaries, out_dir)
         advance()
     files = [f"{name}.jsonl", f"{name}.parquet", "all_rejects.jsonl", "datasheet.md", "split.json",
              "verl/train.parquet", "verl/validation.parquet", "trl/train.parquet", "trl/validation.parquet", *figures]
-    return StageOutput(problems, extra={"files": files})
+    out.extra = {"files": files}
+    return out

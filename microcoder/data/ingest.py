@@ -23,6 +23,7 @@ import gzip
 import json
 import re
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,15 @@ from microcoder.data.stages import (
     StageContext,
     StageOutput,
     file_hash,
+    StageSink,
     read_json_lines,
     sha256_of,
     write_json_atomic,
     write_lines_atomic,
+    written_atomically,
 )
 from microcoder.evaluator.sandbox import SandboxFault
-from microcoder.problems import DuplicateIdError, Problem, ProblemFormatError, parse_problems
+from microcoder.problems import DuplicateIdError, Problem, ProblemFormatError, iter_jsonl, parse_problem
 
 CANONICAL_FIELDS = {"id", "prompt", "kind", "tests"}
 
@@ -109,9 +112,9 @@ def sources_fingerprint(config: PipelineConfig, sources: list[SourceConfig]) -> 
 # ------------------------------------------------------------------------ reading
 
 
-def _hf_records(config: PipelineConfig, source: SourceConfig) -> list[dict[str, Any]]:
-    """Rows of a Hugging Face dataset: a saved dataset directory (`load_from_disk`) or
-    `datasets.load_dataset(NAME, data_files=..., split=...)`."""
+def _write_hf_records(config: PipelineConfig, source: SourceConfig, path: Path) -> None:
+    """Write the rows of a Hugging Face dataset to `path` as JSONL, one at a time: a saved
+    dataset directory (`load_from_disk`) or `datasets.load_dataset(NAME, data_files=..., split=...)`."""
     import datasets
 
     name, split = parse_hf_spec(source.path)
@@ -125,7 +128,9 @@ def _hf_records(config: PipelineConfig, source: SourceConfig) -> list[dict[str, 
         dataset = datasets.load_dataset(name, split=split or "train", **kwargs)
     if isinstance(dataset, datasets.DatasetDict):
         dataset = dataset[split or next(iter(dataset))]
-    return [_decode_json_columns(_without_nulls(dict(row))) for row in dataset]
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in dataset:
+            handle.write(json.dumps(_decode_json_columns(_without_nulls(dict(row))), ensure_ascii=False, default=str) + "\n")
 
 
 def _without_nulls(value: Any) -> Any:
@@ -155,51 +160,86 @@ def _first_record(path: Path) -> Any:
     return next((record for _, record, _ in read_records(path) if record is not None), None)
 
 
+class SourceRejected(Exception):
+    """A source that fails as a whole: its one reject, at row 0."""
+
+    def __init__(self, reject: Reject):
+        super().__init__(str(reject))
+        self.reject = reject
+
+
 def load_source(config: PipelineConfig, source: SourceConfig, context: StageContext) -> tuple[list[Problem], list[Reject]]:
-    """Convert one source. A failure of the whole source is one reject at row 0."""
+    """Convert one source, whole (`converted_source`). A failure of the whole source is one
+    reject at row 0."""
+    rejects: list[Reject] = []
+    try:
+        problems = list(converted_source(config, source, context, rejects))
+    except SourceRejected as failure:
+        return [], [failure.reject]
+    return problems, rejects
+
+
+def converted_source(config: PipelineConfig, source: SourceConfig, context: StageContext,
+                     rejects: list[Reject]) -> Iterator[Problem]:
+    """One source's problems, one at a time, with their provenance; its rejects are put in
+    `rejects` once the last problem is read. A canonical file is read row by row; a file in
+    a loader's format is converted whole (`load_problems`: some rules compare rows), and an
+    `hf:` source is first written out row by row. A failure of the whole source raises
+    SourceRejected; a fault of the machine is raised as it is."""
     name = source_name(source)
     display = source.path
+    table, table_failure = None, None
+    if source.dates:
+        try:
+            table = read_date_table(config.resolve(source.dates))
+        except (OSError, ValueError) as error:
+            table_failure = Reject(source.dates, 0, "(dates)", "unreadable date table", f"{type(error).__name__}: {error}",
+                                   None)
     try:
-        if source.path.startswith("hf:"):
-            records = _hf_records(config, source)
-            with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as folder:
+            if source.path.startswith("hf:"):
                 path = Path(folder) / f"{name}.jsonl"
-                path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
-                problems, rejects = _load_file(path, source, context)
-            for reject in rejects:
-                reject.message = reject.message.replace(str(path), display)
-                reject.path = display
-        else:
-            path = config.resolve(source.path)
-            if not path.is_file():
-                raise FileNotFoundError(f"no such file: {path}")
-            problems, rejects = _load_file(path, source, context)
+                _write_hf_records(config, source, path)
+            else:
+                path = config.resolve(source.path)
+                if not path.is_file():
+                    raise FileNotFoundError(f"no such file: {path}")
+            problems, file_rejects = _load_file(path, source, context)
+            for problem in problems:
+                if table_failure is None:  # a source that cannot be read is reported before its date table
+                    yield _with_provenance(problem, source, name, table)
+            if source.path.startswith("hf:"):
+                for reject in file_rejects:
+                    reject.message = reject.message.replace(str(path), display)
+                    reject.path = display
     except Exception as error:  # noqa: BLE001 - one bad source must not stop the build
         # The machine's fault, not the source's: a disk or I/O error, a network error of a
         # hub source, a sandbox that could not record its tests. A damaged .gz is the file's.
         if isinstance(error, SandboxFault) or (isinstance(error, OSError) and not isinstance(error, gzip.BadGzipFile)):
             raise
-        return [], [Reject(display, 0, "(source)", "unreadable source", f"{type(error).__name__}: {error}", None)]
-    if source.dates:
-        try:
-            table = read_date_table(config.resolve(source.dates))
-        except (OSError, ValueError) as error:
-            return [], [Reject(source.dates, 0, "(dates)", "unreadable date table", f"{type(error).__name__}: {error}", None)]
-        for problem in problems:
-            found = table.get(str(problem.metadata.get("original_id")))
-            if problem.date is None and found is not None:
-                problem.date = found
-                problem.metadata["date_from"] = f"date table {Path(source.dates).name}"
-    for problem in problems:
-        metadata = problem.metadata
-        if problem.date is not None:
-            metadata.setdefault("date_from", "source")
-        metadata["pipeline_source"] = name
-        metadata["source_path"] = display
-        metadata.setdefault("licence", source.licence or licence_of(problem.source))
-        if source.path.startswith("hf:"):
-            metadata["source_file"] = display
-    return problems, rejects
+        raise SourceRejected(Reject(display, 0, "(source)", "unreadable source", f"{type(error).__name__}: {error}",
+                                    None)) from error
+    if table_failure is not None:
+        raise SourceRejected(table_failure)
+    rejects.extend(file_rejects)
+
+
+def _with_provenance(problem: Problem, source: SourceConfig, name: str, table: dict[str, str] | None) -> Problem:
+    """The problem with its date from the date table (when it has none) and its provenance."""
+    if table is not None:
+        found = table.get(str(problem.metadata.get("original_id")))
+        if problem.date is None and found is not None:
+            problem.date = found
+            problem.metadata["date_from"] = f"date table {Path(source.dates).name}"
+    metadata = problem.metadata
+    if problem.date is not None:
+        metadata.setdefault("date_from", "source")
+    metadata["pipeline_source"] = name
+    metadata["source_path"] = source.path
+    metadata.setdefault("licence", source.licence or licence_of(problem.source))
+    if source.path.startswith("hf:"):
+        metadata["source_file"] = source.path
+    return problem
 
 
 def read_date_table(path: Path) -> dict[str, str]:
@@ -229,24 +269,14 @@ def read_date_table(path: Path) -> dict[str, str]:
     return table
 
 
-def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple[list[Problem], list[Reject]]:
+def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple[Iterable[Problem], list[Reject]]:
+    """(problems, rejects) of one file: a canonical file's problems lazily (its rejects put
+    in the list once they are read), another format's converted whole."""
     format = source.format
     first = _first_record(path)
     if format == "canonical" or (format == "auto" and isinstance(first, dict) and CANONICAL_FIELDS <= set(first)):
         rejects: list[Reject] = []
-
-        def on_error(error: ProblemFormatError) -> None:
-            reason = ("unparseable row" if error.field == "(json)" else
-                      "duplicate id" if isinstance(error, DuplicateIdError) else "invalid record")
-            rejects.append(Reject(str(path), error.row, error.field, reason, str(error), None))
-
-        rows = []
-        for row, record, error in read_records(path):  # JSONL, or one JSON list
-            if error is not None:
-                on_error(ProblemFormatError(path, row, "(json)", error))
-            else:
-                rows.append((row, record))
-        return parse_problems(rows, path, on_error), rejects
+        return _canonical_problems(path, rejects), rejects
     if format == "auto":
         format = detect_format(path, first)
     needs_sandbox = format in SOURCES and SOURCES[format].assert_tests  # an unknown format: load_problems says so
@@ -254,51 +284,98 @@ def _load_file(path: Path, source: SourceConfig, context: StageContext) -> tuple
     return load_problems(path, format=format, sandbox=sandbox, workers=context.config.workers)
 
 
+def _canonical_problems(path: Path, rejects: list[Reject]) -> Iterator[Problem]:
+    """A canonical file's problems (JSONL, or one JSON list), row by row; at the end its
+    rejects go to `rejects`: the rows that are not JSON, then the invalid records and
+    repeated ids, each in row order. Holds the ids seen."""
+    unparseable: list[Reject] = []
+    invalid: list[Reject] = []
+    seen: set[str] = set()
+    for row, record, error in read_records(path):
+        if error is not None:
+            failure = ProblemFormatError(path, row, "(json)", error)
+            unparseable.append(Reject(str(path), row, "(json)", "unparseable row", str(failure), None))
+            continue
+        try:
+            problem = parse_problem(record, path, row)
+            if problem.id in seen:
+                raise DuplicateIdError(path, row, "id", f"duplicate id {problem.id!r}")
+        except ProblemFormatError as failure:
+            reason = "duplicate id" if isinstance(failure, DuplicateIdError) else "invalid record"
+            invalid.append(Reject(str(path), failure.row, failure.field, reason, str(failure), None))
+            continue
+        seen.add(problem.id)
+        yield problem
+    rejects.extend(unparseable + invalid)
+
+
 # ------------------------------------------------------------------------- stage
 
 
 def ingest_source_cached(config: PipelineConfig, source: SourceConfig, context: StageContext,
-                         cache_dir: Path) -> tuple[list[Problem], list[Reject], bool]:
-    """A source's problems and rejects, from `cache_dir` when its fingerprint matches.
-    Returns (problems, rejects, was_cached)."""
+                         cache_dir: Path) -> tuple[Iterable[Problem], list[Reject], bool]:
+    """A source's problems (read lazily from its cache file) and rejects, converted into
+    `cache_dir` first, row by row, unless its fingerprint matches. Returns (problems,
+    rejects, was_cached)."""
     name = source_name(source)
-    stem = cache_dir / name
+    problems_path = cache_dir / f"{name}.jsonl"
+    rejects_path = cache_dir / f"{name}.rejects.jsonl"
+    manifest_path = cache_dir / f"{name}.manifest.json"
     fingerprint = _source_fingerprint(config, source)
-    manifest_path = stem.with_name(name + ".manifest.json")
     try:
         cached = json.loads(manifest_path.read_text()).get("fingerprint") == fingerprint
     except (OSError, json.JSONDecodeError):
         cached = False
     if cached and not context.force:
-        problems = [Problem.model_validate(record) for record in read_json_lines(stem.with_name(name + ".jsonl"))]
-        rejects = [Reject(**record) for record in read_json_lines(stem.with_name(name + ".rejects.jsonl"))]
-        return problems, rejects, True
-    problems, rejects = load_source(config, source, context)
-    write_lines_atomic(stem.with_name(name + ".jsonl"), (p.model_dump_json() for p in problems))
-    write_lines_atomic(stem.with_name(name + ".rejects.jsonl"), (r.to_json() for r in rejects))
-    write_json_atomic(manifest_path, {"fingerprint": fingerprint, "problems": len(problems), "rejects": len(rejects)})
-    return problems, rejects, False
+        rejects = [Reject(**record) for record in read_json_lines(rejects_path)]
+        return _cached_problems(problems_path), rejects, True
+    rejects: list[Reject] = []
+    count = 0
+    try:
+        with written_atomically(problems_path) as handle:
+            for problem in converted_source(config, source, context, rejects):
+                handle.write(problem.model_dump_json() + "\n")
+                count += 1
+    except SourceRejected as failure:
+        write_lines_atomic(problems_path, [])
+        rejects, count = [failure.reject], 0
+    write_lines_atomic(rejects_path, (r.to_json() for r in rejects))
+    write_json_atomic(manifest_path, {"fingerprint": fingerprint, "problems": count, "rejects": len(rejects)})
+    return _cached_problems(problems_path), rejects, False
 
 
-def ingest_sources(config: PipelineConfig, context: StageContext) -> StageOutput:
+def _cached_problems(path: Path) -> Iterator[Problem]:
+    """The problems of a source's cache file, one at a time (a line cut by an interruption
+    is skipped: the source is converted again when its manifest does not match)."""
+    for _, record in iter_jsonl(path, on_error=lambda error: None):
+        yield Problem.model_validate(record)
+
+
+def ingest_sources(config: PipelineConfig, context: StageContext, out: StageSink | None = None) -> StageSink:
+    """The stage: each source's problems, in config order, one at a time. Held across
+    problems: the ids seen (an id repeated across sources gets `@<source name>`); a source
+    in a loader's format is converted whole first (its own size)."""
+    out = StageOutput() if out is None else out
     cache_dir = config.stage_dir("ingest") / "sources"
     names = [source_name(source) for source in config.sources]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"source names must be unique; repeated: {repeated} (set `name:` on each)")
-    problems: list[Problem] = []
-    rejects: list[Reject] = []
     per_source: dict[str, dict[str, int]] = {}
     seen: set[str] = set()
     with context.progress("ingest", len(config.sources)) as advance:
         for source, name in zip(config.sources, names):
             loaded, rejected, _ = ingest_source_cached(config, source, context, cache_dir)
+            count = 0
             for problem in loaded:
                 if problem.id in seen:
                     problem.id = f"{problem.id}@{name}"
                 seen.add(problem.id)
-            problems.extend(loaded)
-            rejects.extend(rejected)
-            per_source[name] = {"problems": len(loaded), "rejected": len(rejected)}
+                out.keep(problem)
+                count += 1
+            for reject in rejected:
+                out.reject(reject)
+            per_source[name] = {"problems": count, "rejected": len(rejected)}
             advance()
-    return StageOutput(problems, [], rejects, extra={"per_source": per_source})
+    out.extra = {"per_source": per_source}
+    return out

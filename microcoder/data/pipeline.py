@@ -8,10 +8,12 @@ Stages, in order (docs/data_pipeline.md says what each removes and why):
 
     ingest -> validate -> dedup -> decontaminate -> amplify -> difficulty -> export
 
-Each stage reads the previous stage's `problems.jsonl` and writes, under
-`work_dir/<stage>/`: `problems.jsonl` (what it kept), `removed.jsonl` (one `Removal`
-per dropped problem, with its reason and match), `rejects.jsonl` (malformed records:
-file, row, field) and `manifest.json`. The manifest holds the hash of the stage's
+Each stage reads the previous stage's `problems.jsonl` row by row and writes, under
+`work_dir/<stage>/`, line by line as it goes: `problems.jsonl` (what it kept),
+`removed.jsonl` (one `Removal` per dropped problem, with its reason and match),
+`rejects.jsonl` (malformed records: file, row, field), then `manifest.json`. No stage holds
+its whole input: memory grows with the corpus only by the small per-problem facts a stage
+keeps across problems (ids, keys, signatures; each stage's docstring says which). The manifest holds the hash of the stage's
 input (the upstream manifests' output hashes) and of its config section; a stage
 whose manifest matches is skipped, so a rerun after an interruption or a config edit
 redoes only what changed. A stage removes its manifest before it writes and writes it
@@ -51,18 +53,17 @@ from microcoder.data.stages import (
     STAGES,
     MissingInput,
     StageContext,
-    StageOutput,
+    StageFiles,
+    StageInput,
     file_hash,
     fresh_folder_beside,
     read_manifest,
-    read_stage_problems,
     remove_leftovers,
     replace_folder,
     sha256_of,
     write_json_atomic,
-    write_lines_atomic,
 )
-from microcoder.problems import Problem, remember_data_directory
+from microcoder.problems import remember_data_directory
 
 PIPELINE_VERSION = 6
 """Part of every stage's config hash: bump when a stage's behaviour changes."""
@@ -238,67 +239,68 @@ def _run_stage(config: PipelineConfig, stage: str, force: bool, context: StageCo
 
 def _write_stage(config: PipelineConfig, stage: str, input_hash: str, context: StageContext,
                  out_dir: Path) -> dict[str, Any]:
-    """Run `stage` and write its outputs into `out_dir`, its manifest last."""
+    """Run `stage`, its outputs written into `out_dir` line by line as it goes (`StageFiles`:
+    whole or absent), its manifest last."""
     started = time.monotonic()
-    if stage == "ingest":
-        from microcoder.data.ingest import ingest_sources
+    with StageFiles(out_dir) as out:
+        if stage == "ingest":
+            from microcoder.data.ingest import ingest_sources
 
-        result = ingest_sources(config, context)
-        count_in = len(result.problems) + len(result.rejects)
-    else:
-        previous_dir = config.stage_dir(STAGES[STAGES.index(stage) - 1])
-        problems, input_rejects = read_stage_problems(previous_dir / "problems.jsonl", stage)
-        result = _run_on_problems(stage, problems, config, context, out_dir)
-        result.rejects[:0] = input_rejects
-        count_in = len(problems) + len(input_rejects)
-    outputs = ["problems.jsonl", "removed.jsonl", "rejects.jsonl"]
-    write_lines_atomic(out_dir / "problems.jsonl", (p.model_dump_json() for p in result.problems))
-    write_lines_atomic(out_dir / "removed.jsonl", (r.to_json() for r in result.removals))
-    write_lines_atomic(out_dir / "rejects.jsonl", (r.to_json() for r in result.rejects))
+            ingest_sources(config, context, out)
+            count_in = out.kept + len(out.rejects)
+        else:
+            previous_dir = config.stage_dir(STAGES[STAGES.index(stage) - 1])
+            problems = StageInput(previous_dir / "problems.jsonl")
+            out.input_rejects = problems.rejects  # filled by the stage's first pass over its input
+            _run_on_problems(stage, problems, config, context, out_dir, out)
+            if problems.rows is None:
+                raise RuntimeError(f"{stage} did not read its input to the end")
+            count_in = problems.rows
+    outputs = list(StageFiles.OUTPUTS)
     if stage == "export":
-        outputs += result.extra.pop("files", [])
+        outputs += out.extra.pop("files", [])
     manifest = {
         "stage": stage,
         "input_hash": input_hash,
         "config_hash": sha256_of(stage_config(config, stage)),
         "output_hash": sha256_of(*(file_hash(out_dir / name) for name in outputs[:3])),
         "outputs": outputs,
-        "counts": {"in": count_in, "out": len(result.problems), "removed": len(result.removals),
-                   "rejected": len(result.rejects)},
+        "counts": {"in": count_in, "out": out.kept, "removed": out.removed, "rejected": out.rejected},
         "seconds": round(time.monotonic() - started, 1),
-        "extra": result.extra,
+        "extra": out.extra,
     }
     write_json_atomic(out_dir / "manifest.json", manifest)
     return manifest
 
 
-def _run_on_problems(stage: str, problems: list[Problem], config: PipelineConfig, context: StageContext,
-                     out_dir: Path) -> StageOutput:
+def _run_on_problems(stage: str, problems: StageInput, config: PipelineConfig, context: StageContext,
+                     out_dir: Path, out: StageFiles) -> None:
     if stage == "validate":
         from microcoder.data.validate import validate_problems
 
-        return validate_problems(problems, config, context)
-    if stage == "dedup":
+        validate_problems(problems, config, context, out)
+    elif stage == "dedup":
         from microcoder.data.dedup import deduplicate
 
-        return deduplicate(problems, config.dedup, context)
-    if stage == "decontaminate":
+        deduplicate(problems, config.dedup, context, out)
+    elif stage == "decontaminate":
         from microcoder.data.decontaminate import remove_contaminated
 
-        return remove_contaminated(problems, config, context)
-    if stage == "amplify":
+        remove_contaminated(problems, config, context, out)
+    elif stage == "amplify":
         from microcoder.data.amplify import amplify_problems
 
-        return amplify_problems(problems, config, context)
-    if stage == "difficulty":
+        amplify_problems(problems, config, context, out)
+    elif stage == "difficulty":
         from microcoder.data.difficulty import filter_by_difficulty
 
-        return filter_by_difficulty(problems, config, context)
-    if stage == "export":
+        filter_by_difficulty(problems, config, context, out)
+    elif stage == "export":
         from microcoder.data.export import export_corpus
 
-        return export_corpus(problems, config, context, out_dir)
-    raise ValueError(f"unknown stage {stage!r}")
+        export_corpus(problems, config, context, out_dir, out)
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
 
 
 def build(config: PipelineConfig, force: bool = False, generator: Any = None,

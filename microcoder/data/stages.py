@@ -1,11 +1,18 @@
 """What every stage of the data pipeline shares: its output records, its context, its files.
 
-A stage is a function (problems, config, context) -> `StageOutput`: the problems it keeps,
-a `Removal` per problem it drops and a `Reject` per malformed record. Under
-`work_dir/<stage>/` the orchestrator (`pipeline.py`) writes them with the helpers here
-beside the stage's `manifest.json`. Every file is written whole or not at all: to a
-temporary name of its own in the target's folder (so two writers never share one), then
-renamed; a write that fails removes its temporary, and its error names the target.
+A stage is a function (problems, config, context, out) -> out: it reads its problems one at
+a time and hands `out` each problem it keeps (`keep`), a `Removal` per problem it drops
+(`remove`) and a `Reject` per malformed record (`reject`), and sets `out.extra`. Two kinds
+of `out`: `StageFiles`, which the orchestrator (`pipeline.py`) gives, writes each line as it
+comes into the stage's files under `work_dir/<stage>/`; `StageOutput` collects them in lists
+(what a caller with a list of problems gets back). The pipeline's `problems` is a
+`StageInput`: the previous stage's problems.jsonl, read lazily, each pass over it a new read
+of the file, so a stage holds one problem at a time (or a batch, for sandbox work) and only
+the small facts it needs across problems; a stage that needs two passes iterates it twice.
+
+Every file is written whole or not at all: to a temporary name of its own in the target's
+folder (so two writers never share one), then renamed; a write that fails removes its
+temporary, and its error names the target.
 """
 
 from __future__ import annotations
@@ -17,14 +24,15 @@ import secrets
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from microcoder.data.config import PipelineConfig
 from microcoder.data.records import Reject
-from microcoder.problems import Problem, ProblemFormatError, iter_jsonl, parse_problems
+from microcoder.problems import (DuplicateIdError, Problem, ProblemFormatError, iter_jsonl, parse_problem,
+                                remember_data_directory)
 
 STAGES = ("ingest", "validate", "dedup", "decontaminate", "amplify", "difficulty", "export")
 """The stages in order; each reads the previous one's problems.jsonl."""
@@ -49,13 +57,84 @@ class Removal:
 
 @dataclass
 class StageOutput:
-    """What a stage function returns; the pipeline writes it."""
+    """A stage's outputs collected in lists: what a stage function called on a list of
+    problems returns (the pipeline gives stages a `StageFiles` instead)."""
 
-    problems: list[Problem]
+    problems: list[Problem] = field(default_factory=list)
     removals: list[Removal] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     """Small facts for the manifest and datasheet (e.g. per-source counts)."""
+
+    def keep(self, problem: Problem) -> None:
+        self.problems.append(problem)
+
+    def remove(self, removal: Removal) -> None:
+        self.removals.append(removal)
+
+    def reject(self, reject: Reject) -> None:
+        self.rejects.append(reject)
+
+
+class StageFiles:
+    """A stage's outputs written as they come: `problems.jsonl` and `removed.jsonl` a line
+    per `keep` and `remove`, into temporaries renamed into place when the block ends without
+    an error (removed when it raises), so the files are whole or absent. Rejects (malformed
+    records: few, and reported after the input's own) are held and written at the end:
+    `input_rejects` (the malformed lines of the stage's input) first, then the stage's.
+
+        with StageFiles(out_dir) as out:
+            stage(problems, config, context, out)
+    """
+
+    OUTPUTS = ("problems.jsonl", "removed.jsonl", "rejects.jsonl")
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = out_dir
+        self.kept = 0
+        self.removed = 0
+        self.rejects: list[Reject] = []
+        self.input_rejects: list[Reject] = []
+        self.extra: dict[str, Any] = {}
+        self._stack = ExitStack()
+        self._handles: dict[str, IO] = {}
+
+    def __enter__(self) -> StageFiles:
+        with ExitStack() as opening:
+            for name in self.OUTPUTS:
+                self._handles[name] = opening.enter_context(written_atomically(self.out_dir / name))
+            self._stack = opening.pop_all()
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if kind is None:
+            try:
+                for reject in [*self.input_rejects, *self.rejects]:
+                    self._handles["rejects.jsonl"].write(reject.to_json() + "\n")
+            except BaseException as failure:
+                if not self._stack.__exit__(type(failure), failure, failure.__traceback__):
+                    raise
+                return False
+        return self._stack.__exit__(kind, error, traceback)
+
+    @property
+    def rejected(self) -> int:
+        return len(self.input_rejects) + len(self.rejects)
+
+    def keep(self, problem: Problem) -> None:
+        self._handles["problems.jsonl"].write(problem.model_dump_json() + "\n")
+        self.kept += 1
+
+    def remove(self, removal: Removal) -> None:
+        self._handles["removed.jsonl"].write(removal.to_json() + "\n")
+        self.removed += 1
+
+    def reject(self, reject: Reject) -> None:
+        self.rejects.append(reject)
+
+
+StageSink = StageOutput | StageFiles
+"""Where a stage puts what it keeps, removes and rejects."""
 
 
 class StageContext:
@@ -110,8 +189,8 @@ class StageContext:
             self._evaluator = None
 
     @contextmanager
-    def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
-        """A rich progress bar; yields `advance(n=1)`."""
+    def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        """A rich progress bar (`total` None: a count without an end); yields `advance(n=1)`."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -234,14 +313,76 @@ def read_json_lines(path: Path) -> list[dict]:
     return [record for _, record in iter_jsonl(path, on_error=lambda error: None)]
 
 
+class StageInput:
+    """A stage's input file (the previous stage's problems.jsonl), read lazily: each
+    iteration is a new pass over the file that yields one `Problem` at a time. A malformed
+    line is a Reject (file, row, field), not a crash, and so is a repeated id; the first
+    complete pass records them in `rejects` and counts the rows read (`rows`: problems and
+    rejects). A pass holds the ids it has seen (for the repeated-id check). `located` also yields each problem's byte offset, which `at` reads it back from
+    (for a stage that visits problems in an order of its own, e.g. dedup's richest first)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rejects: list[Reject] = []
+        self.rows: int | None = None
+        """Problems and rejects in the file; None until a pass has read it to the end."""
+
+    def __iter__(self) -> Iterator[Problem]:
+        return (problem for _, problem in self.located())
+
+    def located(self) -> Iterator[tuple[int, Problem]]:
+        """(byte offset of its line, problem) for each problem, in file order."""
+        remember_data_directory(self.path)  # hidden from the programs any sandbox here runs
+        rejects: list[Reject] = []
+        seen: set[str] = set()
+        count = 0
+        with open(self.path, "rb") as handle:
+            row, offset = 0, 0
+            for line in handle:
+                row, start, offset = row + 1, offset, offset + len(line)
+                if not line.strip():
+                    continue
+                try:
+                    problem = parse_problem(_json_of(line, self.path, row), self.path, row)
+                    if problem.id in seen:
+                        raise DuplicateIdError(self.path, row, "id", f"duplicate id {problem.id!r}")
+                except ProblemFormatError as error:
+                    rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
+                    continue
+                seen.add(problem.id)
+                count += 1
+                yield start, problem
+        if self.rows is None:
+            self.rejects[:] = rejects
+            self.rows = count + len(rejects)
+
+    def at(self, offset: int) -> Problem:
+        """The problem whose line starts at byte `offset` (an offset `located` gave)."""
+        with open(self.path, "rb") as handle:
+            handle.seek(offset)
+            return parse_problem(_json_of(handle.readline(), self.path, 0), self.path, 0)
+
+
+def _json_of(line: bytes, path: Path, row: int) -> Any:
+    try:
+        return json.loads(line.decode("utf-8"))
+    except json.JSONDecodeError as error:
+        raise ProblemFormatError(path, row, "(json)", error.msg) from None
+
+
 def read_stage_problems(path: Path, stage: str) -> tuple[list[Problem], list[Reject]]:
-    """Read a stage's input; a malformed line is a Reject (file, row, field), not a crash."""
-    rejects: list[Reject] = []
+    """A stage's input whole: its problems and its malformed lines' rejects (`StageInput`)."""
+    stream = StageInput(path)
+    problems = list(stream)
+    return problems, stream.rejects
 
-    def on_error(error: ProblemFormatError) -> None:
-        rejects.append(Reject(error.path, error.row, error.field, "malformed record", str(error), None))
 
-    return parse_problems(iter_jsonl(path, on_error), path, on_error), rejects
+def passes_over(problems: Iterable[Problem], stage: str) -> Iterable[Problem]:
+    """`problems`, checked to be read again on each iteration (a list or a `StageInput`): a
+    stage that reads its input twice must not be handed a one-shot iterator."""
+    if iter(problems) is problems:
+        raise TypeError(f"{stage} reads its problems twice: pass a list or a StageInput, not an iterator")
+    return problems
 
 
 def read_manifest(config: PipelineConfig, stage: str) -> dict[str, Any] | None:

@@ -55,6 +55,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ from microcoder.data.config import PipelineConfig, ValidateConfig
 from microcoder.data.literals import NotRepresentable, find_signature
 from microcoder.data.sources.common import signature_misfit, stdin_reading, unjudgeable_statement
 from microcoder.data.records import Reject
-from microcoder.data.stages import Removal, StageContext, StageOutput, read_json_lines, sha256_of
+from microcoder.data.stages import (Removal, StageContext, StageOutput, StageSink, read_json_lines, sha256_of,
+                                   temporary_name)
 from microcoder.evaluator.compare import judge_call
 from microcoder.problems import Checker, Problem, ProblemFormatError, TestCase, iter_jsonl
 
@@ -373,21 +375,50 @@ def time_limit_from_reference(test_cpu_seconds: list[float], multiple: float, fl
     return min(cap_s, max(floor_s, scaled))
 
 
-def validate_problems(problems: list[Problem], config: PipelineConfig, context: StageContext) -> StageOutput:
+def validate_problems(problems: Iterable[Problem], config: PipelineConfig, context: StageContext,
+                      out: StageSink | None = None) -> StageSink:
+    """The stage, one problem at a time: the checks of `_checked`, then, with
+    `run_references`, the references run in batches (`_with_reference_verdicts`), then the
+    time limits. Held across problems: the reference verdict cache (one record per distinct
+    reference: its verdict and each test's CPU seconds), the keys of the references to run,
+    and for the manifest each derived limit and slowest test time (two floats a problem)."""
+    out = StageOutput() if out is None else out
     settings = config.validate
-    kept: list[Problem] = []
-    removals: list[Removal] = []
-    rejects: list[Reject] = []
+    tally = _Summary(settings)
+    checked = _checked(problems, config, context, out, tally)
+    if settings.run_references:
+        checked = _with_reference_verdicts(checked, config, context, out)
+    for problem, times in checked:
+        if times is not None:
+            problem.metadata["reference_cpu_s"] = times
+        if times is not None and settings.time_limits_from_reference:
+            problem.time_limit_s = time_limit_from_reference(times, settings.time_limit_multiple,
+                                                             settings.time_limit_floor_s, settings.time_limit_cap_s,
+                                                             settings.time_limit_step_s)
+            problem.metadata["time_limit_from"] = "reference"
+        else:
+            problem.metadata["time_limit_from"] = "source" if problem.time_limit_s is not None else "default"
+        tally.kept(problem)
+        out.keep(problem)
+    out.extra = tally.extra()
+    return out
+
+
+def _checked(problems: Iterable[Problem], config: PipelineConfig, context: StageContext, out: StageSink,
+             tally: _Summary) -> Iterator[tuple[Problem, None]]:
+    """(problem, None) for each problem that passes the checks (tests that fit, enough of
+    them, judge flags, inferred checkers), its tests and checker as checked; the others are
+    handed to `out` as removals, a record that raises as a reject."""
+    settings = config.validate
     input_path = str(config.stage_dir("ingest") / "problems.jsonl")
 
     def remove(problem: Problem, reason: str, detail: str = "") -> None:
-        removals.append(Removal(problem.id, problem.source, "validate", reason, detail))
+        out.remove(Removal(problem.id, problem.source, "validate", reason, detail))
 
-    before = [(pipeline_source(problem), len(problem.tests)) for problem in problems]
-
-    with context.progress("validate: tests and checkers", len(problems)) as advance:
+    with context.progress("validate: tests and checkers", None) as advance:
         for row, problem in enumerate(problems, start=1):
             advance()
+            tally.received(problem)
             try:
                 tests, dropped = check_tests(problem, settings.check_input_format)
                 if dropped:
@@ -425,39 +456,44 @@ def validate_problems(problems: list[Problem], config: PipelineConfig, context: 
                             remove(problem, "inferred checker fails its check", failure)
                             continue
                         problem.metadata["checker_permuted_tests"] = {"tests": len(problem.tests), "changed": changed}
-                kept.append(problem)
             except Exception as error:  # noqa: BLE001 - one bad record never stops the build
-                rejects.append(Reject(input_path, row, "(validate)", "validate error", f"{type(error).__name__}: {error}",
-                                      problem.id))
+                out.reject(Reject(input_path, row, "(validate)", "validate error", f"{type(error).__name__}: {error}",
+                                  problem.id))
+                continue
+            yield problem, None
 
-    timings: dict[str, list[float]] = {}
-    if settings.run_references:
-        failed, timings = _reference_verdicts(kept, config, context)
-        survivors = []
-        for problem in kept:
-            verdict = failed.get(problem.id)
-            if verdict is None:
-                survivors.append(problem)
-            else:
-                rule = problem.metadata.get("checker_rule")
-                remove(problem, "reference fails its tests",
-                       verdict + (f" (checker from the statement: {rule[:120]})" if rule else ""))
-        kept = survivors
-    for problem in kept:
-        times = timings.get(problem.id)
-        if times is not None:
-            problem.metadata["reference_cpu_s"] = times
-        if times is not None and settings.time_limits_from_reference:
-            problem.time_limit_s = time_limit_from_reference(times, settings.time_limit_multiple,
-                                                             settings.time_limit_floor_s, settings.time_limit_cap_s,
-                                                             settings.time_limit_step_s)
-            problem.metadata["time_limit_from"] = "reference"
-        else:
-            problem.metadata["time_limit_from"] = "source" if problem.time_limit_s is not None else "default"
-    with_reference = sum("reference_solution" in p.metadata for p in kept)
-    return StageOutput(kept, removals, rejects, extra={"references_passed": with_reference,
-                                                       "time_limits": time_limit_summary(kept, settings),
-                                                       "tests_per_problem": histograms_of_test_counts(before, kept)})
+
+class _Summary:
+    """The manifest's facts about validate, counted as problems pass: tests per problem by
+    source as received and as kept, references passed, where time limits came from."""
+
+    def __init__(self, settings: ValidateConfig):
+        self.settings = settings
+        self.histograms: dict[str, dict[str, Counter[str]]] = {}
+        self.with_reference = 0
+        self.limits_from: Counter[str] = Counter()
+        self.limits: list[float] = []
+        self.slowest: list[float] = []
+
+    def _bands(self, problem: Problem) -> dict[str, Counter[str]]:
+        return self.histograms.setdefault(pipeline_source(problem), {"before": Counter(), "after": Counter()})
+
+    def received(self, problem: Problem) -> None:
+        self._bands(problem)["before"][band_of_test_count(len(problem.tests))] += 1
+
+    def kept(self, problem: Problem) -> None:
+        self._bands(problem)["after"][band_of_test_count(len(problem.tests))] += 1
+        self.with_reference += "reference_solution" in problem.metadata
+        self.limits_from[problem.metadata.get("time_limit_from", "default")] += 1
+        if problem.metadata.get("time_limit_from") == "reference":
+            self.limits.append(problem.time_limit_s)
+            self.slowest.append(max(problem.metadata["reference_cpu_s"]))
+
+    def extra(self) -> dict[str, Any]:
+        return {"references_passed": self.with_reference,
+                "time_limits": time_limit_summary(self.limits_from, self.limits, self.slowest, self.settings),
+                "tests_per_problem": {source: {when: dict(counts) for when, counts in sides.items()}
+                                      for source, sides in self.histograms.items()}}
 
 
 def longest_inputs(tests: list[TestCase], count: int) -> list[TestCase]:
@@ -483,25 +519,13 @@ def pipeline_source(problem: Problem) -> str:
     return problem.metadata.get("pipeline_source", problem.source)
 
 
-def histograms_of_test_counts(before: list[tuple[str, int]], kept: list[Problem]) -> dict[str, dict[str, dict[str, int]]]:
-    """{source: {"before": {band: problems}, "after": {band: problems}}}: tests per problem
-    as validate received the problems and as it kept them."""
-    histograms: dict[str, dict[str, Counter[str]]] = {}
-    for source, count in before:
-        histograms.setdefault(source, {"before": Counter(), "after": Counter()})["before"][band_of_test_count(count)] += 1
-    for problem in kept:
-        source = pipeline_source(problem)
-        histograms.setdefault(source, {"before": Counter(), "after": Counter()})["after"][band_of_test_count(len(problem.tests))] += 1
-    return {source: {when: dict(counts) for when, counts in sides.items()} for source, sides in histograms.items()}
-
-
-def time_limit_summary(problems: list[Problem], settings: ValidateConfig) -> dict[str, Any]:
-    """For the manifest and datasheet: where limits came from, how many sit at the floor or
-    the cap, and the distribution of limits and of references' slowest tests."""
-    from_counts = Counter(p.metadata.get("time_limit_from", "default") for p in problems)
-    derived = [p for p in problems if p.metadata.get("time_limit_from") == "reference"]
-    slowest = sorted(max(p.metadata["reference_cpu_s"]) for p in derived)
-    limits = sorted(p.time_limit_s for p in derived)
+def time_limit_summary(from_counts: Counter[str], limits: list[float], slowest: list[float],
+                       settings: ValidateConfig) -> dict[str, Any]:
+    """For the manifest and datasheet: where limits came from (`from_counts`), how many sit
+    at the floor or the cap, and the distribution of the limits derived from references and
+    of those references' slowest tests. Pure."""
+    slowest = sorted(slowest)
+    limits = sorted(limits)
 
     def quantiles(values: list[float]) -> dict[str, float]:
         if not values:
@@ -520,56 +544,89 @@ def time_limit_summary(problems: list[Problem], settings: ValidateConfig) -> dic
     }
 
 
-def _reference_verdicts(problems: list[Problem], config: PipelineConfig,
-                        context: StageContext) -> tuple[dict[str, str], dict[str, list[float]]]:
-    """({problem id: 'verdict: detail'} for each problem whose reference is not accepted,
-    {problem id: CPU seconds of each test} for each whose reference is)."""
-    from microcoder.evaluator import Sample, stop_on_machine_fault
-
+def _with_reference_verdicts(checked: Iterable[tuple[Problem, None]], config: PipelineConfig, context: StageContext,
+                             out: StageSink) -> Iterator[tuple[Problem, list[float] | None]]:
+    """(problem, CPU seconds of each test or None) for each checked problem whose reference,
+    if it has one, is accepted; a problem whose reference is not is handed to `out` as a
+    removal. The checked problems are spooled to a temporary file beside the verdict cache
+    and read from it twice: the references are run first, in batches of `batch_size` distinct
+    content keys not in the cache (each batch cached as it ends), then each problem takes
+    its verdict from the cache, in input order."""
     cache_path = config.stage_dir("validate") / "reference_verdicts.jsonl"
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
     cache: dict[str, dict[str, Any]] = {record["key"]: record for record in read_json_lines(cache_path)
                                         if record.get("verdict") != "accepted" or "test_cpu_s" in record}
-    todo = [p for p in problems if isinstance(p.metadata.get("reference_solution"), str)]
-    keys = {p.id: reference_key(p) for p in todo}
-    if config.validate.reference_timings_from is not None:
-        adopted = _adopted_timings(config.resolve(config.validate.reference_timings_from),
-                                   set(keys.values()) - set(cache))
-        with open(cache_path, "a", encoding="utf-8") as handle:  # this build's cache stands on its own
-            for record in adopted:
-                cache[record["key"]] = record
-                handle.write(json.dumps(record) + "\n")
-    failed: dict[str, str] = {}
-    timings: dict[str, list[float]] = {}
-    # One run per content key: problems of several sources with the same reference and tests
-    # share its verdict (the dedup stage keeps one of them later).
-    pending, queued = [], set(cache)
-    for problem in todo:
-        if keys[problem.id] not in queued:
-            queued.add(keys[problem.id])
-            pending.append(problem)
-    with context.progress("validate: reference solutions", len(todo)) as advance:
-        advance(len(todo) - len(pending))
-        step = max(1, config.validate.batch_size)
-        for start in range(0, len(pending), step):
-            batch = pending[start : start + step]
-            samples = [Sample(p.id, code=p.metadata["reference_solution"]) for p in batch]
-            results = context.evaluator().evaluate(batch, samples, on_result=lambda _: advance())
-            stop_on_machine_fault(results, "validate")  # never cached as the reference's failure
-            runs = _retimed(batch, results, config, context)
-            with open(cache_path, "a", encoding="utf-8") as handle:
-                for problem, result in zip(batch, results):
-                    record = _verdict_record(runs.get(problem.id, [result]))
-                    record.update(key=keys[problem.id], id=problem.id)
+    spool = temporary_name(cache_path.with_name("checked.jsonl"))
+    try:
+        wanted: set[str] = set()
+        todo = 0
+        with open(spool, "w", encoding="utf-8") as handle:
+            for problem, _ in checked:
+                handle.write(problem.model_dump_json() + "\n")
+                if isinstance(problem.metadata.get("reference_solution"), str):
+                    wanted.add(reference_key(problem))
+                    todo += 1
+        if config.validate.reference_timings_from is not None:
+            adopted = _adopted_timings(config.resolve(config.validate.reference_timings_from), wanted - set(cache))
+            with open(cache_path, "a", encoding="utf-8") as handle:  # this build's cache stands on its own
+                for record in adopted:
                     cache[record["key"]] = record
                     handle.write(json.dumps(record) + "\n")
-    for problem in todo:
-        record = cache[keys[problem.id]]
-        if record["verdict"] != "accepted":
-            failed[problem.id] = (f"{record['verdict']} after {record['tests_passed']}/{record['tests_total']} tests"
-                                  + (f": {record['detail']}" if record["detail"] else ""))
-        else:
-            timings[problem.id] = record["test_cpu_s"]
-    return failed, timings
+        # One run per content key: problems of several sources with the same reference and tests
+        # share its verdict (the dedup stage keeps one of them later).
+        queued = set(cache)
+        with context.progress("validate: reference solutions", todo) as advance:
+            advance(todo - len(wanted - queued))
+            step = max(1, config.validate.batch_size)
+            batch: list[Problem] = []
+            for problem in _spooled(spool):
+                if isinstance(problem.metadata.get("reference_solution"), str) and reference_key(problem) not in queued:
+                    queued.add(reference_key(problem))
+                    batch.append(problem)
+                if len(batch) == step:
+                    _run_references(batch, config, context, cache, cache_path, advance)
+                    batch = []
+            if batch:
+                _run_references(batch, config, context, cache, cache_path, advance)
+        for problem in _spooled(spool):
+            if not isinstance(problem.metadata.get("reference_solution"), str):
+                yield problem, None
+                continue
+            record = cache[reference_key(problem)]
+            if record["verdict"] == "accepted":
+                yield problem, record["test_cpu_s"]
+                continue
+            verdict = (f"{record['verdict']} after {record['tests_passed']}/{record['tests_total']} tests"
+                       + (f": {record['detail']}" if record["detail"] else ""))
+            rule = problem.metadata.get("checker_rule")
+            out.remove(Removal(problem.id, problem.source, "validate", "reference fails its tests",
+                               verdict + (f" (checker from the statement: {rule[:120]})" if rule else "")))
+    finally:
+        spool.unlink(missing_ok=True)
+
+
+def _spooled(path: Path) -> Iterator[Problem]:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            yield Problem.model_validate_json(line)
+
+
+def _run_references(batch: list[Problem], config: PipelineConfig, context: StageContext,
+                    cache: dict[str, dict[str, Any]], cache_path: Path, advance: Callable[..., None]) -> None:
+    """Run `batch`'s references on their tests (those near the limit again: `_retimed`) and
+    cache each verdict."""
+    from microcoder.evaluator import Sample, stop_on_machine_fault
+
+    samples = [Sample(p.id, code=p.metadata["reference_solution"]) for p in batch]
+    results = context.evaluator().evaluate(batch, samples, on_result=lambda _: advance())
+    stop_on_machine_fault(results, "validate")  # never cached as the reference's failure
+    runs = _retimed(batch, results, config, context)
+    with open(cache_path, "a", encoding="utf-8") as handle:
+        for problem, result in zip(batch, results):
+            record = _verdict_record(runs.get(problem.id, [result]))
+            record.update(key=reference_key(problem), id=problem.id)
+            cache[record["key"]] = record
+            handle.write(json.dumps(record) + "\n")
 
 
 def _adopted_timings(path: Path, wanted: set[str]) -> list[dict[str, Any]]:
