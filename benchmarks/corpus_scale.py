@@ -11,8 +11,10 @@ Parts:
   tests (validate's reference runs: `Evaluator.evaluate`) and answering their stored inputs
   (amplify's answers: `map_sandboxed` of `amplify._answer`), on a local evaluator of
   `--cores` workers and on a Ray instance of `--cores` CPUs (one evaluator actor), each
-  `--repeats` times, alternating. Reported: program runs per second per core, and Ray's
-  overhead (1 - Ray's rate / local's, median of the repeats).
+  `--repeats` times, each stage on both engines back to back (the first swapped every
+  repeat). Reported: program runs per second per core (median of the repeats), and Ray's
+  overhead paired by repeat: 1 - the geometric mean of Ray's rate / local's, with its
+  two-sided 95% interval (t on the log ratios), so that a load both sides shared cancels.
 - memory: every shared source that needs no sandbox to read (LeetCodeDataset, LiveCodeBench,
   CodeContests, Codeforces, APPS) converted once to one canonical file, and the same
   replicated 8 times under new ids (`<id>~r<k>`), each built (ingest, validate without
@@ -54,6 +56,8 @@ SHARED = REPO.parent / "shared" / "data"
 if not SHARED.exists():
     SHARED = Path("/work/shared/data")
 sys.path.insert(0, str(REPO))
+
+from benchmarks.workloads import paired_ratio  # noqa: E402
 
 LEETCODE = SHARED / "leetcodedataset" / "LeetCodeDataset-v0.2.0-train.jsonl.gz"
 NO_SANDBOX_SOURCES = [
@@ -143,10 +147,12 @@ def throughput(args) -> dict:
         # one untimed pass each: workers started, programs' imports warm
         validate_work(local, problems[:20])
         validate_work(remote, problems[:20])
+        engines = [("local", local, _Local(local, args.cores)), ("ray", remote, remote)]
         for repeat in range(args.repeats):
-            for engine, evaluator, mapper in (("local", local, _Local(local, args.cores)), ("ray", remote, remote)):
-                for stage, work in (("validate", lambda: validate_work(evaluator, problems)),
-                                    ("amplify", lambda: amplify_work(mapper, problems, 1.0))):
+            for stage in ("validate", "amplify"):
+                for engine, evaluator, mapper in engines if repeat % 2 == 0 else engines[::-1]:
+                    work = (lambda: validate_work(evaluator, problems)) if stage == "validate" else \
+                        (lambda: amplify_work(mapper, problems, 1.0))
                     started = time.monotonic()
                     runs = work()
                     seconds = time.monotonic() - started
@@ -157,15 +163,19 @@ def throughput(args) -> dict:
         local.close()
         remote.close()
         ray.shutdown()
-    print("\n| stage | local runs/s/core | ray runs/s/core | Ray's overhead |")
-    print("|---|---:|---:|---:|")
+    print("\n| stage | repeats | local runs/s/core (median) | ray runs/s/core (median) | "
+          "Ray's overhead, paired (95% CI) |")
+    print("|---|---:|---:|---:|---:|")
     summary = {}
     for stage in ("validate", "amplify"):
         local_rate = statistics.median(rates[(stage, "local")])
         ray_rate = statistics.median(rates[(stage, "ray")])
-        overhead = 1 - ray_rate / local_rate
-        summary[stage] = {"local": local_rate, "ray": ray_rate, "overhead": overhead}
-        print(f"| {stage} | {local_rate:.1f} | {ray_rate:.1f} | {overhead:+.1%} |")
+        ratio, low, high = paired_ratio(rates[(stage, "local")], rates[(stage, "ray")])
+        overhead = 1 - ratio
+        summary[stage] = {"local": local_rate, "ray": ray_rate, "overhead": overhead,
+                          "overhead_interval": (1 - high, 1 - low)}
+        print(f"| {stage} | {len(rates[(stage, 'ray')])} | {local_rate:.1f} | {ray_rate:.1f} | "
+              f"{overhead:+.1%} ({1 - high:+.1%} to {1 - low:+.1%}) |")
     summary["tests_per_problem"] = sum(len(p.tests) for p in problems) / len(problems)
     return summary
 

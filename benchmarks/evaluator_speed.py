@@ -50,10 +50,12 @@ from microcoder.problems import DEFAULT_CALL_PRELUDE, Problem
 
 try:  # run as a script: benchmarks/ is on the path
     from fork_floor import floor_ms_per_sample
-    from workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, old_tree, rl_mix, stdin_problem
+    from workloads import (CORRECT, CORRECT_CALL, LOOP, busy, call_problem, old_tree, paired_ratio, rl_mix,
+                           stdin_problem)
 except ImportError:
     from benchmarks.fork_floor import floor_ms_per_sample
-    from benchmarks.workloads import CORRECT, CORRECT_CALL, LOOP, busy, call_problem, old_tree, rl_mix, stdin_problem
+    from benchmarks.workloads import (CORRECT, CORRECT_CALL, LOOP, busy, call_problem, old_tree, paired_ratio,
+                                      rl_mix, stdin_problem)
 
 FIXED_RL_LIMIT_S = 6.0  # one generous constant, as before limits came from references
 
@@ -193,22 +195,6 @@ def main() -> None:
                 json.dump({name: {"wall": row["wall"], "cpu_ms_per_run": row["cpu_per_run_ms"]
                                   + row["workers_ms_per_run"] + row["ours_ms_per_run"]}
                            for name, row in rows.items()}, handle)
-
-
-def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, float]:
-    """The geometric mean of the per-round ratios new/old and its two-sided 95% interval (t on
-    the log ratios, n - 1 degrees of freedom): each round runs both versions back to back, so
-    the load they share cancels in the ratio. The interval is (nan, nan) with one round."""
-    import math
-
-    from scipy import stats
-
-    logs = [math.log(new / old) for old, new in zip(olds, news)]
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(mean), math.nan, math.nan
-    half = float(stats.t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def trivial_workloads(args) -> dict[str, tuple[Problem, list[str]]]:

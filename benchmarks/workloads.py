@@ -116,3 +116,20 @@ def old_tree(against: str, keep: list) -> Path:
     atexit.register(remove)
     keep.append(folder)
     return folder
+
+
+def paired_ratio(olds: list[float], news: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of the ratios news[i] / olds[i] and its two-sided 95% interval (t on
+    the log ratios, n - 1 degrees of freedom; nan with one pair). Each pair is measured side
+    by side, so that a load both shared cancels in its ratio."""
+    import math
+    import statistics
+
+    from scipy import stats
+
+    logs = [math.log(new / old) for old, new in zip(olds, news)]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = float(stats.t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
