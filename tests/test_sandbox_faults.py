@@ -180,3 +180,36 @@ def test_a_machine_fault_is_in_a_results_json_only_when_there_is_one():
               "tests_run": 1, "tests_total": 1, "seconds": 0.1}
     assert "machine_fault" not in json.loads(EvaluationResult(**common).to_json())
     assert json.loads(EvaluationResult(**common, machine_fault=True).to_json())["machine_fault"] is True
+
+
+@needs_own_uid
+def test_a_worker_killed_under_a_pass_rate_sample_stops_the_stage_and_caches_no_rate(tmp_path):
+    # A lost run counted as a failed sample would lower the problem's cached pass rate.
+    from microcoder.data.config import PipelineConfig
+    from microcoder.data.difficulty import filter_by_difficulty
+    from microcoder.data.stages import StageContext
+    from microcoder.evaluator.sandbox import SandboxFault
+    from microcoder.policy.generation import GeneratedText
+
+    class HonestGenerator:
+        def generate(self, batch, n, max_new_tokens, seed):
+            return [[GeneratedText([], f"```python\n{SLOW_HONEST}```", False)] * n for _ in batch]
+
+    problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0).model_copy(update={"source": "test"})
+    config = PipelineConfig(sources=[], progress=False, work_dir=str(tmp_path), workers=1)
+    config.difficulty.estimate_pass_rate, config.difficulty.samples_per_problem = True, 1
+    config.stage_dir("difficulty").mkdir(parents=True)
+    context = StageContext(config, generator=HonestGenerator())
+    try:
+        context.evaluator().sandbox.run("pass")
+        killer = WorkerKiller(context.evaluator().sandbox, WORKER_DEATHS_PER_RUN)
+        killer.start()
+        with pytest.raises(SandboxFault, match="difficulty stopped: the machine failed a run of add"):
+            filter_by_difficulty([problem], config, context)
+        killer.join(5)
+        rates = config.stage_dir("difficulty") / "pass_rates.jsonl"
+        assert not rates.exists() or rates.read_text() == ""
+        [kept] = filter_by_difficulty([problem], config, context).problems  # the rerun samples it afresh
+        assert kept.metadata["pass_rate"]["accepted"] == 1
+    finally:
+        context.close()
