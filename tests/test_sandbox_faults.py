@@ -141,6 +141,20 @@ def test_a_machine_fault_in_the_data_builds_reference_run_stops_the_stage_and_is
         amplify._answer(Context(), problem, "1", 1.0)
 
 
+def stage_stopped_by_killed_workers(context, stage: str, run_stage) -> None:
+    """`run_stage()` with each worker that runs a program killed, on every try: it must stop
+    with the one-line machine fault naming the problem `add`."""
+    from microcoder.evaluator.sandbox import SandboxFault
+
+    context.evaluator().sandbox.run("pass")  # started and warm before the killer watches
+    killer = WorkerKiller(context.evaluator().sandbox, WORKER_DEATHS_PER_RUN)
+    killer.start()
+    with pytest.raises(SandboxFault, match=f"{stage} stopped: the machine failed a run of add"):
+        run_stage()
+    killer.join(5)
+    assert len(killer.killed) == WORKER_DEATHS_PER_RUN
+
+
 @needs_own_uid
 def test_a_worker_killed_under_validates_reference_run_stops_the_stage_and_caches_nothing(tmp_path):
     # The reference's judge_error from the machine would otherwise be cached as the
@@ -148,7 +162,6 @@ def test_a_worker_killed_under_validates_reference_run_stops_the_stage_and_cache
     from microcoder.data.config import PipelineConfig
     from microcoder.data.stages import StageContext
     from microcoder.data.validate import validate_problems
-    from microcoder.evaluator.sandbox import SandboxFault
 
     problem = stdin_problem([("1 2", "3")], problem_id="add", time_limit_s=2.0).model_copy(
         update={"source": "test", "metadata": {"reference_solution": SLOW_HONEST}})
@@ -157,13 +170,7 @@ def test_a_worker_killed_under_validates_reference_run_stops_the_stage_and_cache
     cache = config.stage_dir("validate") / "reference_verdicts.jsonl"
     context = StageContext(config)
     try:
-        context.evaluator().sandbox.run("pass")
-        killer = WorkerKiller(context.evaluator().sandbox, WORKER_DEATHS_PER_RUN)
-        killer.start()
-        with pytest.raises(SandboxFault, match="validate stopped: the machine failed a run of add"):
-            validate_problems([problem], config, context)
-        killer.join(5)
-        assert len(killer.killed) == WORKER_DEATHS_PER_RUN
+        stage_stopped_by_killed_workers(context, "validate", lambda: validate_problems([problem], config, context))
         assert not cache.exists() or cache.read_text() == ""
         kept = validate_problems([problem], config, context).problems  # the rerun judges it afresh
         assert [p.id for p in kept] == ["add"]
@@ -188,7 +195,6 @@ def test_a_worker_killed_under_a_pass_rate_sample_stops_the_stage_and_caches_no_
     from microcoder.data.config import PipelineConfig
     from microcoder.data.difficulty import filter_by_difficulty
     from microcoder.data.stages import StageContext
-    from microcoder.evaluator.sandbox import SandboxFault
     from microcoder.policy.generation import GeneratedText
 
     class HonestGenerator:
@@ -201,12 +207,7 @@ def test_a_worker_killed_under_a_pass_rate_sample_stops_the_stage_and_caches_no_
     config.stage_dir("difficulty").mkdir(parents=True)
     context = StageContext(config, generator=HonestGenerator())
     try:
-        context.evaluator().sandbox.run("pass")
-        killer = WorkerKiller(context.evaluator().sandbox, WORKER_DEATHS_PER_RUN)
-        killer.start()
-        with pytest.raises(SandboxFault, match="difficulty stopped: the machine failed a run of add"):
-            filter_by_difficulty([problem], config, context)
-        killer.join(5)
+        stage_stopped_by_killed_workers(context, "difficulty", lambda: filter_by_difficulty([problem], config, context))
         rates = config.stage_dir("difficulty") / "pass_rates.jsonl"
         assert not rates.exists() or rates.read_text() == ""
         [kept] = filter_by_difficulty([problem], config, context).problems  # the rerun samples it afresh
