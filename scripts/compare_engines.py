@@ -185,7 +185,7 @@ def report(root: Path, seeds: list[int]) -> str:
         if not paired:
             continue
         average, se, p = paired_test([ends[arm][seed] - ends["generate"][seed] for seed in paired])
-        lines.append(f"- {arm} - generate, end held-out accuracy paired by seed ({len(paired)} seed{"s" if len(paired) > 1 else ""}): "
+        lines.append(f"- {arm} - generate, end held-out accuracy paired by seed ({len(paired)} seed{'s' if len(paired) > 1 else ''}): "
                      f"{average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
                      ("" if p is None else f"; two-sided t test on {len(paired) - 1} df, p = {p:.3f}") +
                      ("" if se is None else ")"))
