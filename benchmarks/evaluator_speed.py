@@ -141,13 +141,12 @@ def main() -> None:
     mix = rl_mix(n, tests, loops=loops, slow=loops)
     fixed = stdin_problem(tests).model_copy(update={"time_limit_s": fixed_limit})
     workloads = {
-        "trivial stdin": (stdin_problem(tests), [CORRECT] * n),
-        "trivial call": (call_problem(tests), [CORRECT_CALL] * n),
+        **trivial_workloads(args),
         "~50 ms CPU per test": (stdin_problem(tests), [busy(50) + CORRECT] * n),
         f"RL-like mix, fixed {fixed_limit:g} s limit": (fixed, mix),
         "RL-like mix, reference-derived limit": (None, mix),  # the limit is measured below
     }
-    workloads = {name: load for name, load in workloads.items() if not args.only or any(w in name for w in args.only)}
+    workloads = {name: load for name, load in workloads.items() if selected(args, name)}
     with Evaluator(EvaluatorConfig(workers=args.workers)) as evaluator:
         size = evaluator.sandbox.size
         derived_name = "RL-like mix, reference-derived limit"
@@ -197,11 +196,16 @@ def main() -> None:
                            for name, row in rows.items()}, handle)
 
 
+def selected(args, name: str) -> bool:
+    """Whether --only keeps the workload `name` (its name contains one of the words)."""
+    return not args.only or any(word in name for word in args.only)
+
+
 def trivial_workloads(args) -> dict[str, tuple[Problem, list[str]]]:
-    """The two trivial workloads (those --interleave compares), filtered by --only."""
+    """The two trivial workloads (the ones --interleave compares), filtered by --only."""
     workloads = {"trivial stdin": (stdin_problem(args.tests), [CORRECT] * args.samples),
                  "trivial call": (call_problem(args.tests), [CORRECT_CALL] * args.samples)}
-    return {name: load for name, load in workloads.items() if not args.only or any(w in name for w in args.only)}
+    return {name: load for name, load in workloads.items() if selected(args, name)}
 
 
 def serve_turns(args) -> None:
