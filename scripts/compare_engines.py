@@ -36,8 +36,9 @@ only on the base model.
 The report (printed, Markdown) gives per seed the step-0 and end held-out accuracy of each
 arm (from the runs' per-problem files, heldout_start.json and heldout_end.json), the
 differences vllm - generate and generate_chunked - generate paired by seed with a
-two-sided t test on n - 1 degrees of freedom, the cross-engine evaluation problem by
-problem, and the range of the vLLM runs' per-step correction (vllm_ratio_mean,
+two-sided t test on n - 1 degrees of freedom, the effect it detects with 80% power and the
+verdict of the stated rule (RULE), each arm's wall per run, the cross-engine evaluation
+problem by problem, and the range of the vLLM runs' per-step correction (vllm_ratio_mean,
 vllm_ratio_max, vllm_fraction_capped).
 
 Cost, from results/default_run.md: ~17 min per `generate` run and ~11-12 min per vLLM run
@@ -58,6 +59,8 @@ from pathlib import Path
 
 import yaml
 from scipy import stats
+
+from microcoder.experiments.verdict import ALPHA, detectable_in_se
 
 ARMS = {"generate": [], "generate_chunked": ["rollout_chunks=2"], "vllm": ["use_vllm=true"]}
 """Arm -> `microcoder train` overrides beside seed and run_dir."""
@@ -149,6 +152,22 @@ def paired_test(differences: list[float]) -> tuple[float, float | None, float | 
     return average, se, float(2 * stats.t.sf(abs(average / se), len(differences) - 1))
 
 
+RULE = ("Rule: two arms differ when the two-sided paired t test on the seeds' end held-out accuracies gives "
+        "p <= 0.05 (two-sided: the question has no direction); otherwise no difference is detected, and the "
+        "detectable effect (two-sided 5%, 80% power at the measured SE, non-central t) says how large a "
+        "difference this many seeds would have shown. generate_chunked - generate is what a difference "
+        "between two arms that do not differ looks like.")
+
+
+def engine_verdict(average: float, se: float | None, p: float | None) -> str:
+    """The rule's reading of one paired comparison (RULE)."""
+    if se is None:
+        return "one seed: no test"
+    if p is None:  # every seed gave the same difference
+        return "no difference detected" if average == 0 else "differ (every seed the same difference)"
+    return "differ" if p <= ALPHA else "no difference detected"
+
+
 def report(root: Path, seeds: list[int]) -> str:
     """The comparison as Markdown, from the runs under `root` that finished."""
     lines = ["| seed | step 0 | generate end | generate_chunked end | vllm end | vllm's weights through generate | "
@@ -179,16 +198,24 @@ def report(root: Path, seeds: list[int]) -> str:
             ratios += [json.loads(line) for line in (vllm_run / "metrics.jsonl").read_text().splitlines()]
         start_cell = "" if start is None else f"{start:.3f}"
         lines.append(f"| {seed} | {start_cell} | {' | '.join(cells)} | {cross} | {alike} |")
-    lines.append("")
+    lines += ["", RULE, ""]
     for arm in ("vllm", "generate_chunked"):
         paired = [seed for seed in seeds if seed in ends[arm] and seed in ends["generate"]]
         if not paired:
             continue
         average, se, p = paired_test([ends[arm][seed] - ends["generate"][seed] for seed in paired])
+        detectable = None if se is None else detectable_in_se(len(paired) - 1, two_sided=True) * se
         lines.append(f"- {arm} - generate, end held-out accuracy paired by seed ({len(paired)} seed{'s' if len(paired) > 1 else ''}): "
                      f"{average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
                      ("" if p is None else f"; two-sided t test on {len(paired) - 1} df, p = {p:.3f}") +
-                     ("" if se is None else ")"))
+                     ("" if se is None else f"; detectable with 80% power: {detectable:.3f})") +
+                     f"; **{engine_verdict(average, se, p)}**")
+    walls = {arm: [json.loads((root / arm / f"seed-{seed}" / "summary.json").read_text())["seconds"]
+                   for seed in seeds if seed in ends[arm]] for arm in ARMS}
+    if any(walls.values()):
+        lines.append("- wall per run, the runs' own clock (whatever else ran beside them counts in it): " + ", ".join(
+            f"{arm} {statistics.fmean(values) / 60:.1f} min (mean of {len(values)})"
+            for arm, values in walls.items() if values))
     steps = [record for record in ratios if "vllm_ratio_mean" in record]
     if steps:
         def span(rows: list[dict], key: str) -> str:

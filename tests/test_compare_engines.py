@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from microcoder.experiments.verdict import detectable_in_se
+
 SCRIPT = Path(__file__).parents[1] / "scripts" / "compare_engines.py"
 
 
@@ -32,11 +34,20 @@ def test_the_paired_test_is_two_sided_on_n_minus_1_df(compare_engines):
     assert compare_engines.paired_test([0.01, 0.01])[2] is None  # SE 0: no t
 
 
-def write_run(run_dir: Path, start: dict, end: dict, ratios=()) -> None:
+def test_the_engine_verdict_reads_the_two_sided_p_at_5_percent(compare_engines):
+    assert compare_engines.engine_verdict(-4 / 96, 0.012, 0.074) == "no difference detected"  # the 3-seed record
+    assert compare_engines.engine_verdict(-4 / 96, 0.010, 0.050) == "differ"
+    assert compare_engines.engine_verdict(0.01, None, None) == "one seed: no test"
+    assert compare_engines.engine_verdict(0.0, 0.0, None) == "no difference detected"
+    assert compare_engines.engine_verdict(0.01, 0.0, None) == "differ (every seed the same difference)"
+
+
+def write_run(run_dir: Path, start: dict, end: dict, ratios=(), seconds: float = 60.0) -> None:
     run_dir.mkdir(parents=True)
     for name, scores in (("start", start), ("end", end)):
         (run_dir / f"heldout_{name}.json").write_text(json.dumps({"scores": {"heldout_accuracy": scores}}))
-    (run_dir / "summary.json").write_text(json.dumps({"final_checkpoint": str(run_dir / "checkpoints/checkpoint-10")}))
+    (run_dir / "summary.json").write_text(json.dumps({"final_checkpoint": str(run_dir / "checkpoints/checkpoint-10"),
+                                                               "seconds": seconds}))
     (run_dir / "metrics.jsonl").write_text("".join(
         json.dumps({"step": step, "vllm_ratio_mean": mean, "vllm_ratio_max": high, "vllm_fraction_capped": 0.0}) + "\n"
         for step, (mean, high) in enumerate(ratios, 1)))
@@ -50,7 +61,8 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
     for arm, per_seed in ends.items():
         for seed, end in enumerate(per_seed):
             write_run(tmp_path / arm / f"seed-{seed}", start, end,
-                      ratios=[(1.001, 1.01), (0.999, 1.03)] if arm == "vllm" else ())
+                      ratios=[(1.001, 1.01), (0.999, 1.03)] if arm == "vllm" else (),
+                      seconds=300.0 * (seed + 1) if arm == "vllm" else 600.0)
     cross = tmp_path / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
     cross.mkdir()
     (cross / "summary.json").write_text("{}")
@@ -60,10 +72,17 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
     text = compare_engines.report(tmp_path, [0, 1])
     assert "| 0 | 0.250 | 0.500 | 0.750 | 0.250 | 0.750 | 2 of 4 |" in text
     assert "| 1 | 0.250 | 0.750 | 0.750 | 0.500 | not run |  |" in text
-    # vllm - generate: -0.25 both seeds (SE 0, no p); chunked - generate: +0.25, 0
-    assert "- vllm - generate, end held-out accuracy paired by seed (2 seeds): -0.250 (SE 0.000)" in text
+    # vllm - generate: -0.25 both seeds (SE 0, no p); chunked - generate: +0.25, 0 (SE 0.125, t 1 on 1 df:
+    # the Cauchy's two-sided p = 1 - 2 atan(1) / pi = 0.5), detectable at 80% power 0.125 x the two-sided
+    # non-centrality on 1 df (tested by hand in test_experiments_verdict.py)
+    assert "- vllm - generate, end held-out accuracy paired by seed (2 seeds): -0.250 (SE 0.000; detectable " \
+           "with 80% power: 0.000); **differ (every seed the same difference)**" in text
+    detectable = 0.125 * detectable_in_se(1, two_sided=True)
     assert "- generate_chunked - generate, end held-out accuracy paired by seed (2 seeds): +0.125 (SE 0.125; " \
-           "two-sided t test on 1 df, p = 0.500)" in text
+           f"two-sided t test on 1 df, p = 0.500; detectable with 80% power: {detectable:.3f}); " \
+           "**no difference detected**" in text
+    assert compare_engines.RULE in text
+    assert "generate 10.0 min (mean of 2), generate_chunked 10.0 min (mean of 2), vllm 7.5 min (mean of 2)" in text
     assert "over 4 steps: vllm_ratio_mean 0.9990-1.0010, vllm_ratio_max 1.0100-1.0300" in text
 
 

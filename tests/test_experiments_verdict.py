@@ -3,13 +3,15 @@ in the comments), and the report's use of it on hand-made runs."""
 
 import math
 
+import numpy as np
 import pytest
 
 from microcoder.experiments.analysis import finding_result
 from microcoder.experiments.spec import ExperimentSpec, Finding
 from microcoder.experiments.verdict import (ALPHA, CONFOUNDED, CONTRADICTED, IDLE, INCONCLUSIVE, POWER, REPRODUCED,
                                             UNTESTABLE, holm, holm_verdicts, identical_arms, mechanism_value,
-                                            paired_verdict, power, seeds_for_power, value_at)
+                                            detectable_in_se, paired_verdict, power, seeds_for_power,
+                                            value_at)
 
 
 def test_one_verdict_and_its_p_value_derived_by_hand():
@@ -68,6 +70,23 @@ def test_the_detectable_effect_and_one_power_figure_derived_by_hand():
     assert seeds_for_power(0.5, 1.0) in (26, 27)
     assert power(0.5, 1.0 / math.sqrt(seeds_for_power(0.5, 1.0)), seeds_for_power(0.5, 1.0)) >= POWER
 
+
+
+def test_the_two_sided_detectable_effect_derived_by_hand():
+    # A question without a direction (do two engines differ?) is tested two-sided: critical value
+    # t_{0.975,df}. From t tables at 4 df the approximation is t_{0.975,4} + t_{0.80,4} = 2.776 + 0.941
+    # = 3.717 SE, which the exact figure must sit near. With many degrees of freedom both become normal:
+    # z_0.975 + z_0.80 = 1.9600 + 0.8416 = 2.8016 (normal tables), against 2.4865 one-sided.
+    five = detectable_in_se(4, two_sided=True)
+    assert five == pytest.approx(3.717, abs=0.08)
+    # And by simulation: 5 normal differences with mean five / sqrt(5) and sd 1; the two-sided t test
+    # at 5% calls |t| > t_{0.975,4} = 2.776 in 80% of draws (100,000 draws: SE of the share 0.0013)
+    draws = np.random.default_rng(0).normal(five / math.sqrt(5), 1.0, (100_000, 5))
+    t = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / math.sqrt(5))
+    assert float(np.mean(np.abs(t) > 2.776)) == pytest.approx(POWER, abs=0.006)
+    assert detectable_in_se(100_000, two_sided=True) == pytest.approx(2.8016, abs=2e-3)
+    assert detectable_in_se(100_000) == pytest.approx(2.4865, abs=2e-3)
+    assert detectable_in_se(4, two_sided=True) > detectable_in_se(4)
 
 def test_holm_correction_across_a_record_by_hand():
     # p = 0.01, 0.04, 0.03 (m = 3): sorted 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 = 0.04 -> running max 0.06

@@ -83,21 +83,28 @@ TIMING_KEYS = ("seconds_rollout", "seconds_reward", "seconds_reward_visible", "s
 
 
 @functools.cache
-def critical_t(df: int) -> float:
-    """t_{1 - ALPHA, df}: the one-sided test's critical value."""
+def critical_t(df: int, two_sided: bool = False) -> float:
+    """The test's critical value: t_{1 - ALPHA, df} one-sided, t_{1 - ALPHA/2, df} two-sided."""
     from scipy import stats
 
-    return float(stats.t.ppf(1 - ALPHA, df))
+    return float(stats.t.ppf(1 - (ALPHA / 2 if two_sided else ALPHA), df))
 
 
 @functools.cache
-def detectable_in_se(df: int) -> float:
-    """The non-centrality (effect / SE) at which the one-sided test on `df` degrees of freedom
-    has POWER: solves P(T'_{df, ncp} > t_{1-ALPHA, df}) = POWER for ncp (non-central t)."""
+def detectable_in_se(df: int, two_sided: bool = False) -> float:
+    """The non-centrality (effect / SE) at which the test on `df` degrees of freedom has POWER:
+    solves P(T'_{df, ncp} > c) = POWER for ncp (non-central t), c = t_{1-ALPHA, df}; for the
+    two-sided test (a question without a direction, such as whether two engines differ)
+    P(T' > c) + P(T' < -c) = POWER with c = t_{1-ALPHA/2, df}."""
     from scipy import optimize, stats
 
-    critical = critical_t(df)
-    return float(optimize.brentq(lambda ncp: stats.nct.sf(critical, df, ncp) - POWER, 0.0, 1e3))
+    critical = critical_t(df, two_sided)
+
+    def called(ncp: float) -> float:
+        # P(T'_ncp < -c) = P(T'_-ncp > c): scipy's cdf of the lower tail gives NaN where it underflows
+        return stats.nct.sf(critical, df, ncp) + (stats.nct.sf(critical, df, -ncp) if two_sided else 0.0)
+
+    return float(optimize.brentq(lambda ncp: called(ncp) - POWER, 0.0, 1e3))
 
 
 def power(effect: float, se: float, n: int) -> float | None:
