@@ -6,7 +6,7 @@ itself, and each vLLM run's final weights evaluated greedily through `generate`:
     python scripts/compare_engines.py --report --root results/engines   # the same from the record
 
 `--record DIR` (results/engines for the record) copies each finished run's small files
-(metrics.jsonl, config.yaml, summary.json, heldout_start.json, heldout_end.json) and the
+(metrics.jsonl, config.yaml, summary.json, heldout_start.json, heldout_end.json, cost.json) and the
 cross-engine evaluation's summary.json and results.jsonl into DIR/<arm>/seed-S as each
 run finishes, so that a grid spanning several sittings can be committed run by run and the
 report redrawn from DIR alone (no checkpoints there).
@@ -37,7 +37,10 @@ The report (printed, Markdown) gives per seed the step-0 and end held-out accura
 arm (from the runs' per-problem files, heldout_start.json and heldout_end.json), the
 differences vllm - generate and generate_chunked - generate paired by seed with a
 two-sided t test on n - 1 degrees of freedom, the effect it detects with 80% power and the
-verdict of the stated rule (RULE), each arm's wall per run, the cross-engine evaluation
+verdict of the stated rule (RULE), each arm's wall per run and, from the cost.json that
+`train` writes beside each run (wall, user and system CPU and peak RSS of the run's own
+process tree, and the host's load around it), its cost and vLLM's paired by seed against
+`generate`'s (runs that resumed part-way left out), the cross-engine evaluation
 problem by problem, and the range of the vLLM runs' per-step correction (vllm_ratio_mean,
 vllm_ratio_max, vllm_fraction_capped).
 
@@ -51,10 +54,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -64,6 +69,8 @@ from microcoder.experiments.verdict import ALPHA, detectable_in_se
 
 ARMS = {"generate": [], "generate_chunked": ["rollout_chunks=2"], "vllm": ["use_vllm=true"]}
 """Arm -> `microcoder train` overrides beside seed and run_dir."""
+COST_FILE = "cost.json"
+"""A run's wall, CPU and peak memory as `train` measured it, with the host's load around it."""
 CROSS_EVAL = "eval-generate"
 """Folder, inside a vLLM run, of its final checkpoint's greedy evaluation through HF generate."""
 
@@ -76,7 +83,7 @@ def record_seed(root: Path, record: Path, seed: int) -> None:
         run_dir = root / arm / f"seed-{seed}"
         if not (run_dir / "summary.json").is_file():
             continue
-        copies = [(run_dir / name, record / arm / f"seed-{seed}" / name) for name in PUBLISHED_FILES]
+        copies = [(run_dir / name, record / arm / f"seed-{seed}" / name) for name in (*PUBLISHED_FILES, COST_FILE)]
         copies += [(run_dir / CROSS_EVAL / name, record / arm / f"seed-{seed}" / CROSS_EVAL / name)
                    for name in ("summary.json", "results.jsonl")]
         for source, target in copies:
@@ -98,7 +105,25 @@ def train(run_dir: Path, seed: int, overrides: list[str]) -> None:
             shutil.rmtree(run_dir)
         command += [f"run_dir={run_dir}", f"seed={seed}", *overrides]
     print(" ".join(command), flush=True)
-    subprocess.run(command, check=True)
+    run_measured(command, run_dir, resumed=command[4] == "--resume")
+
+
+def run_measured(command: list[str], run_dir: Path, resumed: bool) -> None:
+    """Run `command` and write its cost into run_dir/cost.json (COST_FILE); a failure raises
+    CalledProcessError and writes nothing."""
+    load, start = os.getloadavg()[0], time.monotonic()
+    process = subprocess.Popen(command)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - start
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    # the run's own resources (wait4: this child and what it waited for), and the host's load
+    # around it: a run that shared the machine, or resumed part-way, is not the run's cost
+    cost = {"wall_s": round(wall, 1), "user_s": round(usage.ru_utime, 1), "sys_s": round(usage.ru_stime, 1),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024), "load_1min_start": round(load, 2),
+            "load_1min_end": round(os.getloadavg()[0], 2), "resumed": resumed}
+    (run_dir / COST_FILE).write_text(json.dumps(cost, indent=1) + "\n", encoding="utf-8")
 
 
 def cross_evaluate(run_dir: Path, seed: int) -> None:
@@ -134,6 +159,16 @@ def eval_model_scores(out: Path) -> dict[str, float]:
             counts[0] += 1
             counts[1] += row["verdict"] == "accepted"
     return {problem: accepted / judged for problem, (judged, accepted) in tally.items()}
+
+
+def run_cost(run_dir: Path) -> dict | None:
+    """The run's cost.json, or None when it has none or the run resumed part-way (its figures
+    then cover only the part after the resume)."""
+    path = run_dir / COST_FILE
+    if not path.is_file():
+        return None
+    cost = json.loads(path.read_text(encoding="utf-8"))
+    return None if cost["resumed"] else cost
 
 
 def mean(scores: dict[str, float]) -> float:
@@ -216,6 +251,23 @@ def report(root: Path, seeds: list[int]) -> str:
         lines.append("- wall per run, the runs' own clock (whatever else ran beside them counts in it): " + ", ".join(
             f"{arm} {statistics.fmean(values) / 60:.1f} min (mean of {len(values)})"
             for arm, values in walls.items() if values))
+    costs = {arm: {seed: cost for seed in seeds if (cost := run_cost(root / arm / f"seed-{seed}")) is not None}
+             for arm in ARMS}
+    if any(costs.values()):
+        lines.append("- cost per run from cost.json (runs that resumed part-way left out), mean: " + "; ".join(
+            f"{arm} wall {statistics.fmean(c['wall_s'] for c in runs.values()) / 60:.1f} min, user+sys CPU "
+            f"{statistics.fmean(c['user_s'] + c['sys_s'] for c in runs.values()) / 60:.1f} min, peak RSS "
+            f"{max(c['peak_rss_mib'] for c in runs.values()) / 1024:.1f} GiB at most, 1-min load "
+            f"{min(min(c['load_1min_start'], c['load_1min_end']) for c in runs.values()):.1f}-"
+            f"{max(max(c['load_1min_start'], c['load_1min_end']) for c in runs.values()):.1f} (n = {len(runs)})"
+            for arm, runs in costs.items() if runs))
+        paired = [seed for seed in costs["vllm"] if seed in costs["generate"]]
+        if paired:
+            def ratio(key) -> float:
+                return math.exp(statistics.fmean(math.log(key(costs["vllm"][seed]) / key(costs["generate"][seed]))
+                                                 for seed in paired))
+            lines.append(f"- vllm / generate paired by seed ({len(paired)}, geometric mean): wall "
+                         f"{ratio(lambda c: c['wall_s']):.2f}x, user+sys CPU {ratio(lambda c: c['user_s'] + c['sys_s']):.2f}x")
     steps = [record for record in ratios if "vllm_ratio_mean" in record]
     if steps:
         def span(rows: list[dict], key: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,7 +71,19 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
     verdicts = {"a": "accepted", "b": "accepted", "c": "wrong_answer", "d": "accepted"}  # b, d differ from vLLM's
     (cross / "results.jsonl").write_text("".join(json.dumps({"problem_id": problem, "verdict": verdict}) + "\n"
                                                  for problem, verdict in verdicts.items()))
+    # cost: vLLM at half generate's wall in seed 0 and a quarter in seed 1 (geometric mean 1/sqrt(8) = 0.354),
+    # CPU at half in both; the chunked run of seed 1 resumed and is left out
+    for arm, seed, wall, cpu, resumed in (("generate", 0, 800, 1200, False), ("generate", 1, 800, 1200, False),
+                                          ("vllm", 0, 400, 600, False), ("vllm", 1, 200, 600, False),
+                                          ("generate_chunked", 0, 900, 1500, False),
+                                          ("generate_chunked", 1, 50, 50, True)):
+        (tmp_path / arm / f"seed-{seed}" / compare_engines.COST_FILE).write_text(json.dumps(
+            {"wall_s": wall, "user_s": cpu - 60, "sys_s": 60, "peak_rss_mib": 3072 if arm == "vllm" else 1024,
+             "load_1min_start": 0.2, "load_1min_end": 1.9, "resumed": resumed}))
     text = compare_engines.report(tmp_path, [0, 1])
+    assert "generate_chunked wall 15.0 min, user+sys CPU 25.0 min, peak RSS 1.0 GiB at most, 1-min load " \
+           "0.2-1.9 (n = 1)" in text
+    assert "vllm / generate paired by seed (2, geometric mean): wall 0.35x, user+sys CPU 0.50x" in text
     assert "| 0 | 0.250 | 0.500 | 0.750 | 0.250 | 0.750 | 2 of 4 |" in text
     assert "| 1 | 0.250 | 0.750 | 0.750 | 0.500 | not run |  |" in text
     # vllm - generate: -0.25 both seeds (SE 0, no p); chunked - generate: +0.25, 0 (SE 0.125, t 1 on 1 df:
@@ -100,7 +114,11 @@ def test_the_record_keeps_what_the_report_reads_and_no_checkpoint(compare_engine
     (cross / "summary.json").write_text("{}")
     (cross / "results.jsonl").write_text("".join(json.dumps({"problem_id": p, "verdict": "accepted"}) + "\n"
                                                  for p in "ab"))
+    (root / "vllm" / "seed-0" / compare_engines.COST_FILE).write_text(json.dumps(
+        {"wall_s": 60, "user_s": 100, "sys_s": 5, "peak_rss_mib": 3000, "load_1min_start": 0.1,
+         "load_1min_end": 0.2, "resumed": False}))
     compare_engines.record_seed(root, record, 0)
+    assert (record / "vllm" / "seed-0" / compare_engines.COST_FILE).is_file()
     assert compare_engines.report(record, [0]) == compare_engines.report(root, [0])
     assert not list(record.rglob("checkpoint*")) and not (record / "generate" / "seed-1").exists()
     compare_engines.record_seed(root, record, 1)
@@ -109,3 +127,17 @@ def test_the_record_keeps_what_the_report_reads_and_no_checkpoint(compare_engine
     # step by step over both vLLM runs
     assert "| 1 | 2 | 1.0020-1.0020 | 1.0500-1.0500 | 0.0000-0.0000 |" in text
     assert "| 2 | 2 | 0.9980-0.9980 | 1.0200-1.0200 | 0.0000-0.0000 |" in text
+
+
+def test_a_runs_cost_is_its_own_process_and_a_resumed_one_is_not_read_as_a_cost(compare_engines, tmp_path):
+    # A child that holds 300 MiB and spins ~0.3 s of CPU: wait4 reads that child's own peak and CPU
+    hog = "import time; block = bytearray(300 * 2**20); end = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    compare_engines.run_measured([sys.executable, "-c", hog], tmp_path, resumed=False)
+    cost = json.loads((tmp_path / compare_engines.COST_FILE).read_text())
+    assert cost["peak_rss_mib"] >= 300 and cost["user_s"] + cost["sys_s"] >= 0.3 and cost["wall_s"] >= 0.3
+    assert cost["resumed"] is False and compare_engines.run_cost(tmp_path) == cost
+    compare_engines.run_measured([sys.executable, "-c", "pass"], tmp_path, resumed=True)
+    assert compare_engines.run_cost(tmp_path) is None
+    with pytest.raises(subprocess.CalledProcessError):
+        compare_engines.run_measured([sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "failed", resumed=False)
+    assert not (tmp_path / "failed").exists()
