@@ -266,8 +266,9 @@ def report(root: Path, seeds: list[int]) -> str:
             def ratio(key) -> float:
                 return math.exp(statistics.fmean(math.log(key(costs["vllm"][seed]) / key(costs["generate"][seed]))
                                                  for seed in paired))
-            lines.append(f"- vllm / generate paired by seed ({len(paired)}, geometric mean): wall "
-                         f"{ratio(lambda c: c['wall_s']):.2f}x, user+sys CPU {ratio(lambda c: c['user_s'] + c['sys_s']):.2f}x")
+            wall, cpu = ratio(lambda c: c["wall_s"]), ratio(lambda c: c["user_s"] + c["sys_s"])
+            lines.append(f"- vllm / generate paired by seed ({len(paired)}, geometric mean): wall {wall:.2f}x, "
+                         f"user+sys CPU {cpu:.2f}x")
     steps = [record for record in ratios if "vllm_ratio_mean" in record]
     if steps:
         def span(rows: list[dict], key: str) -> str:

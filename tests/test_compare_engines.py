@@ -131,7 +131,8 @@ def test_the_record_keeps_what_the_report_reads_and_no_checkpoint(compare_engine
 
 def test_a_runs_cost_is_its_own_process_and_a_resumed_one_is_not_read_as_a_cost(compare_engines, tmp_path):
     # A child that holds 300 MiB and spins ~0.3 s of CPU: wait4 reads that child's own peak and CPU
-    hog = "import time; block = bytearray(300 * 2**20); end = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    hog = ("import time; block = bytearray(300 * 2**20); end = time.process_time() + 0.3\n"
+           "while time.process_time() < end: pass")
     compare_engines.run_measured([sys.executable, "-c", hog], tmp_path, resumed=False)
     cost = json.loads((tmp_path / compare_engines.COST_FILE).read_text())
     assert cost["peak_rss_mib"] >= 300 and cost["user_s"] + cost["sys_s"] >= 0.3 and cost["wall_s"] >= 0.3

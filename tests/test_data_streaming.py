@@ -133,3 +133,19 @@ if __name__ == "__main__":  # python -m tests.test_data_streaming: each stage's 
     for stage in STAGES:
         print(f"| {stage} | {small[stage] / 2**20:.2f} MiB | {large[stage] / 2**20:.2f} MiB | "
               f"{(large[stage] - small[stage]) / (7 * BASE) / 1024:.2f} KB |")
+
+
+def test_a_spool_gives_back_what_it_was_given_in_order_on_every_pass_and_leaves_no_file(tmp_path):
+    from microcoder.data.stages import Spool
+    from microcoder.problems import Problem, TestCase
+
+    problems = [Problem(id=f"p{i}", kind="stdin", source="s", prompt="x", tests=[TestCase(input=str(i), output=str(i))])
+                for i in range(3)]
+    payloads = [None, {"texts": ["1", "2"]}, [1.5, "é\n"]]
+    with Spool(tmp_path / "planned.jsonl") as spool:
+        seen = [problem.id for problem, _ in spool.write(zip(problems, payloads))]
+        assert seen == ["p0", "p1", "p2"]
+        for _ in range(2):
+            assert [(problem, payload) for problem, payload in spool] == list(zip(problems, payloads))
+        assert spool.path.parent == tmp_path and spool.path.is_file()
+    assert list(tmp_path.iterdir()) == []

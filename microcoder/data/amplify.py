@@ -67,7 +67,7 @@ from microcoder.data.constraints import (
 from microcoder.data.records import Reject
 from microcoder.data.shown import mark_shown, squash
 from microcoder.data.stages import (Removal, StageContext, StageOutput, StageSink, read_json_lines, sha256_of,
-                                   temporary_name)
+                                   Spool)
 from microcoder.data.validate import pipeline_source, time_limit_from_reference
 from microcoder.evaluator.sandbox import SandboxFault
 from microcoder.problems import Problem, TestCase
@@ -440,7 +440,7 @@ def _cached_answers(config: PipelineConfig) -> tuple[dict[str, dict[str, Any]], 
     return {record["key"]: record for record in read_json_lines(cache_path)}, cache_path
 
 
-def _answer_all(spool: Path, jobs: int, wanted: set[str], config: PipelineConfig, context: StageContext,
+def _answer_all(spool: Spool, jobs: int, wanted: set[str], config: PipelineConfig, context: StageContext,
                 cache: dict[str, dict[str, Any]], cache_path: Path) -> None:
     """Put in `cache` the reference's answer to every generated input of the spooled plans
     (`wanted`: their keys, `jobs`: their count): adopted from `answers_from`, or run in the
@@ -458,7 +458,7 @@ def _answer_all(spool: Path, jobs: int, wanted: set[str], config: PipelineConfig
         advance(jobs - len(wanted - queued))
         step = max(1, config.amplify.batch_size)
         batch: list[tuple[Problem, str, str]] = []
-        for problem, plan in _spooled(spool):
+        for problem, plan in spool:
             for text in (plan or {}).get("texts", []):
                 key = answer_key(problem, text, answer_time_limit(problem, config))
                 if key in queued:
@@ -483,13 +483,6 @@ def _answer_batch(batch: list[tuple[Problem, str, str]], config: PipelineConfig,
             record = {"key": key, **answer}
             cache[key] = record
             handle.write(json.dumps(record) + "\n")
-
-
-def _spooled(path: Path) -> Iterator[tuple[Problem, dict[str, Any] | None]]:
-    """The (problem, plan) pairs `amplify_problems` spooled: two lines each."""
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            yield Problem.model_validate_json(line), json.loads(handle.readline())
 
 
 def _usable(answer: dict[str, Any], null_expected: bool) -> str | None:
@@ -517,21 +510,16 @@ def amplify_problems(problems: Iterable[Problem], config: PipelineConfig, contex
         out.extra = _finished(((problem, None) for problem, _ in planned), {}, config, out)
         return out
     cache, cache_path = _cached_answers(config)
-    spool = temporary_name(cache_path.with_name("planned.jsonl"))
-    try:
+    with Spool(cache_path.with_name("planned.jsonl")) as spool:
         wanted: set[str] = set()
         jobs = 0
-        with open(spool, "w", encoding="utf-8") as handle:
-            for problem, plan in planned:
-                handle.write(problem.model_dump_json() + "\n" + json.dumps(plan) + "\n")
-                for text in (plan or {}).get("texts", []):
-                    wanted.add(answer_key(problem, text, answer_time_limit(problem, config)))
-                    jobs += 1
+        for problem, plan in spool.write(planned):
+            for text in (plan or {}).get("texts", []):
+                wanted.add(answer_key(problem, text, answer_time_limit(problem, config)))
+                jobs += 1
         if jobs:
             _answer_all(spool, jobs, wanted, config, context, cache, cache_path)
-        out.extra = _finished(_spooled(spool), cache, config, out)
-    finally:
-        spool.unlink(missing_ok=True)
+        out.extra = _finished(iter(spool), cache, config, out)
     return out
 
 

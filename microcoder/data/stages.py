@@ -227,6 +227,37 @@ def file_hash(path: Path) -> str:
 TEMPORARY_SUFFIX = ".tmp"
 
 
+class Spool:
+    """(problem, payload) pairs held in a temporary file beside `beside` while a stage makes
+    several passes over them, instead of in memory: `write` files the pairs (yielding each as
+    it is written, so that the caller notes what it needs of it), each iteration reads them
+    all back in order (a fresh pass), and leaving the `with` block removes the file. A payload
+    is anything JSON holds."""
+
+    def __init__(self, beside: Path):
+        self.path = temporary_name(beside)
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def write(self, pairs: Iterable[tuple[Problem, Any]]) -> Iterator[tuple[Problem, Any]]:
+        try:
+            with open(self.path, "w", encoding="utf-8") as handle:
+                for problem, payload in pairs:
+                    handle.write(problem.model_dump_json() + "\n" + json.dumps(payload) + "\n")
+                    yield problem, payload
+        except OSError as error:  # a full disk: one line naming the spool
+            raise naming_path(error, self.path) from None
+
+    def __iter__(self) -> Iterator[tuple[Problem, Any]]:
+        with open(self.path, encoding="utf-8") as handle:
+            for line in handle:
+                yield Problem.model_validate_json(line), json.loads(handle.readline())
+
+
 def temporary_name(target: Path) -> Path:
     """A name beside `target` that no other writer uses: `.<name>.<pid>-<random>.tmp`."""
     return target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")

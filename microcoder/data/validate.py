@@ -65,7 +65,7 @@ from microcoder.data.literals import NotRepresentable, find_signature
 from microcoder.data.sources.common import signature_misfit, stdin_reading, unjudgeable_statement
 from microcoder.data.records import Reject
 from microcoder.data.stages import (Removal, StageContext, StageOutput, StageSink, read_json_lines, sha256_of,
-                                   temporary_name)
+                                   Spool)
 from microcoder.evaluator.compare import judge_call
 from microcoder.problems import Checker, Problem, ProblemFormatError, TestCase, iter_jsonl
 
@@ -556,16 +556,13 @@ def _with_reference_verdicts(checked: Iterable[tuple[Problem, None]], config: Pi
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     cache: dict[str, dict[str, Any]] = {record["key"]: record for record in read_json_lines(cache_path)
                                         if record.get("verdict") != "accepted" or "test_cpu_s" in record}
-    spool = temporary_name(cache_path.with_name("checked.jsonl"))
-    try:
+    with Spool(cache_path.with_name("checked.jsonl")) as spool:
         wanted: set[str] = set()
         todo = 0
-        with open(spool, "w", encoding="utf-8") as handle:
-            for problem, _ in checked:
-                handle.write(problem.model_dump_json() + "\n")
-                if isinstance(problem.metadata.get("reference_solution"), str):
-                    wanted.add(reference_key(problem))
-                    todo += 1
+        for problem, _ in spool.write(checked):
+            if isinstance(problem.metadata.get("reference_solution"), str):
+                wanted.add(reference_key(problem))
+                todo += 1
         if config.validate.reference_timings_from is not None:
             adopted = _adopted_timings(config.resolve(config.validate.reference_timings_from), wanted - set(cache))
             with open(cache_path, "a", encoding="utf-8") as handle:  # this build's cache stands on its own
@@ -579,7 +576,7 @@ def _with_reference_verdicts(checked: Iterable[tuple[Problem, None]], config: Pi
             advance(todo - len(wanted - queued))
             step = max(1, config.validate.batch_size)
             batch: list[Problem] = []
-            for problem in _spooled(spool):
+            for problem, _ in spool:
                 if isinstance(problem.metadata.get("reference_solution"), str) and reference_key(problem) not in queued:
                     queued.add(reference_key(problem))
                     batch.append(problem)
@@ -588,7 +585,7 @@ def _with_reference_verdicts(checked: Iterable[tuple[Problem, None]], config: Pi
                     batch = []
             if batch:
                 _run_references(batch, config, context, cache, cache_path, advance)
-        for problem in _spooled(spool):
+        for problem, _ in spool:
             if not isinstance(problem.metadata.get("reference_solution"), str):
                 yield problem, None
                 continue
@@ -601,14 +598,6 @@ def _with_reference_verdicts(checked: Iterable[tuple[Problem, None]], config: Pi
             rule = problem.metadata.get("checker_rule")
             out.remove(Removal(problem.id, problem.source, "validate", "reference fails its tests",
                                verdict + (f" (checker from the statement: {rule[:120]})" if rule else "")))
-    finally:
-        spool.unlink(missing_ok=True)
-
-
-def _spooled(path: Path) -> Iterator[Problem]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            yield Problem.model_validate_json(line)
 
 
 def _run_references(batch: list[Problem], config: PipelineConfig, context: StageContext,
