@@ -37,10 +37,11 @@ The report (printed, Markdown) gives per seed the step-0 and end held-out accura
 arm (from the runs' per-problem files, heldout_start.json and heldout_end.json), the
 differences vllm - generate and generate_chunked - generate paired by seed with a
 two-sided t test on n - 1 degrees of freedom, the effect it detects with 80% power and the
-verdict of the stated rule (RULE), each arm's wall per run and, from the cost.json that
-`train` writes beside each run (wall, user and system CPU and peak RSS of the run's own
-process tree, and the host's load around it), its cost and vLLM's paired by seed against
-`generate`'s (runs that resumed part-way left out), the cross-engine evaluation
+verdict of the stated rule (RULE), each arm's training gain (end - step 0) read by the
+experiments' one-sided rule, each arm's wall per run and, from the cost.json that `train`
+writes beside each run (`run_measured`: wall, user and system CPU and peak RSS of the run's
+own process tree, and the CPU other processes used beside it), its cost and vLLM's paired
+by seed against `generate`'s (runs that resumed part-way left out), the cross-engine evaluation
 problem by problem, and the range of the vLLM runs' per-step correction (vllm_ratio_mean,
 vllm_ratio_max, vllm_fraction_capped).
 
@@ -65,7 +66,7 @@ from pathlib import Path
 import yaml
 from scipy import stats
 
-from microcoder.experiments.verdict import ALPHA, detectable_in_se
+from microcoder.experiments.verdict import ALPHA, CONTRADICTED, REPRODUCED, detectable_in_se, paired_verdict
 
 ARMS = {"generate": [], "generate_chunked": ["rollout_chunks=2"], "vllm": ["use_vllm=true"]}
 """Arm -> `microcoder train` overrides beside seed and run_dir."""
@@ -110,20 +111,38 @@ def train(run_dir: Path, seed: int, overrides: list[str]) -> None:
 
 def run_measured(command: list[str], run_dir: Path, resumed: bool) -> None:
     """Run `command` and write its cost into run_dir/cost.json (COST_FILE); a failure raises
-    CalledProcessError and writes nothing."""
-    load, start = os.getloadavg()[0], time.monotonic()
+    CalledProcessError and writes nothing.
+
+    The cost is the run's own (wait4: wall, user and system CPU, peak RSS of the process and
+    what it waited for) beside what else the host did meanwhile: `other_cpu_s`, the CPU
+    seconds every other process used during the run (the host's busy time from /proc/stat
+    less the run's), and the 1-minute load at the start and end. A run with other CPU beside
+    it, or one that resumed part-way, is not a quiet measurement of the run's cost."""
+    load, busy, start = os.getloadavg()[0], host_busy_s(), time.monotonic()
     process = subprocess.Popen(command)
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - start
+    wall, busy_after = time.monotonic() - start, host_busy_s()
     if process.returncode != 0:
         raise subprocess.CalledProcessError(process.returncode, command)
-    # the run's own resources (wait4: this child and what it waited for), and the host's load
-    # around it: a run that shared the machine, or resumed part-way, is not the run's cost
+    own = usage.ru_utime + usage.ru_stime
+    other = None if busy is None or busy_after is None else max(0.0, busy_after - busy - own)
     cost = {"wall_s": round(wall, 1), "user_s": round(usage.ru_utime, 1), "sys_s": round(usage.ru_stime, 1),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024), "load_1min_start": round(load, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024), "other_cpu_s": None if other is None else round(other, 1),
+            "host_cpus": os.cpu_count(), "load_1min_start": round(load, 2),
             "load_1min_end": round(os.getloadavg()[0], 2), "resumed": resumed}
     (run_dir / COST_FILE).write_text(json.dumps(cost, indent=1) + "\n", encoding="utf-8")
+
+
+def host_busy_s() -> float | None:
+    """CPU seconds the host has spent busy since boot, all cores (/proc/stat's first line:
+    user, nice, system, irq, softirq and steal; idle and iowait left out); None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def cross_evaluate(run_dir: Path, seed: int) -> None:
@@ -171,6 +190,13 @@ def run_cost(run_dir: Path) -> dict | None:
     return None if cost["resumed"] else cost
 
 
+def other_cpu(costs) -> str:
+    """What else the host ran beside these runs: the other processes' CPU as a share of each
+    run's wall on all cores, its range ("unmeasured" for runs without the figure)."""
+    shares = [c["other_cpu_s"] / (c["wall_s"] * c["host_cpus"]) for c in costs if c.get("other_cpu_s") is not None]
+    return "unmeasured" if not shares else f"{min(shares):.0%}-{max(shares):.0%} of the host"
+
+
 def mean(scores: dict[str, float]) -> float:
     return statistics.fmean(scores.values())
 
@@ -203,11 +229,25 @@ def engine_verdict(average: float, se: float | None, p: float | None) -> str:
     return "differ" if p <= ALPHA else "no difference detected"
 
 
+def gain_text(gains: list[float]) -> str:
+    """The training gain (end - step-0 held-out accuracy, per seed) read by the experiments'
+    one-sided rule in the direction training is for (microcoder.experiments.verdict)."""
+    verdict = paired_verdict(gains, "greater")
+    reading = {REPRODUCED: "the gain holds", CONTRADICTED: "training lowered it"}.get(verdict.verdict, "no gain shown")
+    figures = f"{verdict.mean:+.3f}"
+    if verdict.se is not None:
+        figures += (f" (SE {verdict.se:.3f}" + ("" if verdict.p is None else f"; one-sided p = {verdict.p:.3f}") +
+                    f"; detectable with 80% power: {verdict.mde:.3f})")
+    return (f"gain end - step 0 over {verdict.n} seed{'s' if verdict.n > 1 else ''}: {figures}; "
+            f"**{reading}** (one-sided t test at 5%, the experiments' rule)")
+
+
 def report(root: Path, seeds: list[int]) -> str:
     """The comparison as Markdown, from the runs under `root` that finished."""
     lines = ["| seed | step 0 | generate end | generate_chunked end | vllm end | vllm's weights through generate | "
              "problems scored alike |", "|---|---|---|---|---|---|---|"]
     ends: dict[str, dict[int, float]] = {arm: {} for arm in ARMS}
+    gains: dict[str, dict[int, float]] = {arm: {} for arm in ARMS}
     ratios = []
     for seed in seeds:
         cells, start = [], None
@@ -216,6 +256,7 @@ def report(root: Path, seeds: list[int]) -> str:
             if (run_dir / "summary.json").is_file():
                 ends[arm][seed] = mean(heldout_scores(run_dir, "end"))
                 start = mean(heldout_scores(run_dir, "start"))
+                gains[arm][seed] = ends[arm][seed] - start
                 cells.append(f"{ends[arm][seed]:.3f}")
             else:
                 cells.append("not run")
@@ -240,11 +281,14 @@ def report(root: Path, seeds: list[int]) -> str:
             continue
         average, se, p = paired_test([ends[arm][seed] - ends["generate"][seed] for seed in paired])
         detectable = None if se is None else detectable_in_se(len(paired) - 1, two_sided=True) * se
-        lines.append(f"- {arm} - generate, end held-out accuracy paired by seed ({len(paired)} seed{'s' if len(paired) > 1 else ''}): "
-                     f"{average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
+        lines.append(f"- {arm} - generate, end held-out accuracy paired by seed ({len(paired)} "
+                     f"seed{'s' if len(paired) > 1 else ''}): {average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
                      ("" if p is None else f"; two-sided t test on {len(paired) - 1} df, p = {p:.3f}") +
                      ("" if se is None else f"; detectable with 80% power: {detectable:.3f})") +
                      f"; **{engine_verdict(average, se, p)}**")
+    for arm, per_seed in gains.items():
+        if per_seed:
+            lines.append(f"- {arm}: {gain_text(list(per_seed.values()))}")
     walls = {arm: [json.loads((root / arm / f"seed-{seed}" / "summary.json").read_text())["seconds"]
                    for seed in seeds if seed in ends[arm]] for arm in ARMS}
     if any(walls.values()):
@@ -257,9 +301,8 @@ def report(root: Path, seeds: list[int]) -> str:
         lines.append("- cost per run from cost.json (runs that resumed part-way left out), mean: " + "; ".join(
             f"{arm} wall {statistics.fmean(c['wall_s'] for c in runs.values()) / 60:.1f} min, user+sys CPU "
             f"{statistics.fmean(c['user_s'] + c['sys_s'] for c in runs.values()) / 60:.1f} min, peak RSS "
-            f"{max(c['peak_rss_mib'] for c in runs.values()) / 1024:.1f} GiB at most, 1-min load "
-            f"{min(min(c['load_1min_start'], c['load_1min_end']) for c in runs.values()):.1f}-"
-            f"{max(max(c['load_1min_start'], c['load_1min_end']) for c in runs.values()):.1f} (n = {len(runs)})"
+            f"{max(c['peak_rss_mib'] for c in runs.values()) / 1024:.1f} GiB at most, other processes' CPU "
+            f"beside it {other_cpu(runs.values())} (n = {len(runs)})"
             for arm, runs in costs.items() if runs))
         paired = [seed for seed in costs["vllm"] if seed in costs["generate"]]
         if paired:

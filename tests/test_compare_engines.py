@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,12 @@ def test_the_engine_verdict_reads_the_two_sided_p_at_5_percent(compare_engines):
     assert compare_engines.engine_verdict(0.01, 0.0, None) == "differ (every seed the same difference)"
 
 
+def spin_for(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
 def write_run(run_dir: Path, start: dict, end: dict, ratios=(), seconds: float = 60.0) -> None:
     run_dir.mkdir(parents=True)
     for name, scores in (("start", start), ("end", end)):
@@ -79,10 +88,12 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
                                           ("generate_chunked", 1, 50, 50, True)):
         (tmp_path / arm / f"seed-{seed}" / compare_engines.COST_FILE).write_text(json.dumps(
             {"wall_s": wall, "user_s": cpu - 60, "sys_s": 60, "peak_rss_mib": 3072 if arm == "vllm" else 1024,
-             "load_1min_start": 0.2, "load_1min_end": 1.9, "resumed": resumed}))
+             "other_cpu_s": 0.1 * wall, "host_cpus": 2, "load_1min_start": 0.2, "load_1min_end": 1.9,
+             "resumed": resumed}))
     text = compare_engines.report(tmp_path, [0, 1])
-    assert "generate_chunked wall 15.0 min, user+sys CPU 25.0 min, peak RSS 1.0 GiB at most, 1-min load " \
-           "0.2-1.9 (n = 1)" in text
+    # other CPU 0.1 x wall on 2 cores: 5% of the host
+    assert "generate_chunked wall 15.0 min, user+sys CPU 25.0 min, peak RSS 1.0 GiB at most, other processes' " \
+           "CPU beside it 5%-5% of the host (n = 1)" in text
     assert "vllm / generate paired by seed (2, geometric mean): wall 0.35x, user+sys CPU 0.50x" in text
     assert "| 0 | 0.250 | 0.500 | 0.750 | 0.250 | 0.750 | 2 of 4 |" in text
     assert "| 1 | 0.250 | 0.750 | 0.750 | 0.500 | not run |  |" in text
@@ -96,6 +107,13 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
            f"two-sided t test on 1 df, p = 0.500; detectable with 80% power: {detectable:.3f}); " \
            "**no difference detected**" in text
     assert compare_engines.RULE in text
+    # gains from step 0's 0.25: generate +0.25, +0.5 (t 3 on 1 df: one-sided p = 1/2 - atan(3)/pi = 0.102);
+    # vllm 0, +0.25 (t 1: p 0.25); chunked +0.5 twice (SE 0: the gain holds)
+    assert f"- generate: gain end - step 0 over 2 seeds: +0.375 (SE 0.125; one-sided p = 0.102; detectable with " \
+           f"80% power: {0.125 * detectable_in_se(1):.3f}); **no gain shown**" in text
+    assert "- vllm: gain end - step 0 over 2 seeds: +0.125 (SE 0.125; one-sided p = 0.250;" in text
+    assert "- generate_chunked: gain end - step 0 over 2 seeds: +0.500 (SE 0.000; one-sided p = 0.000; detectable " \
+           "with 80% power: 0.000); **the gain holds**" in text
     assert "generate 10.0 min (mean of 2), generate_chunked 10.0 min (mean of 2), vllm 7.5 min (mean of 2)" in text
     assert "over 4 steps: vllm_ratio_mean 0.9990-1.0010, vllm_ratio_max 1.0100-1.0300" in text
 
@@ -136,7 +154,16 @@ def test_a_runs_cost_is_its_own_process_and_a_resumed_one_is_not_read_as_a_cost(
     compare_engines.run_measured([sys.executable, "-c", hog], tmp_path, resumed=False)
     cost = json.loads((tmp_path / compare_engines.COST_FILE).read_text())
     assert cost["peak_rss_mib"] >= 300 and cost["user_s"] + cost["sys_s"] >= 0.3 and cost["wall_s"] >= 0.3
-    assert cost["resumed"] is False and compare_engines.run_cost(tmp_path) == cost
+    # A child that sleeps 1.5 s while this process spins 0.5 s of CPU beside it: that (and whatever
+    # else the host ran) is the other processes' CPU, not the run's
+    spin = threading.Thread(target=lambda: spin_for(0.5))
+    spin.start()
+    compare_engines.run_measured([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, resumed=False)
+    spin.join()
+    beside = json.loads((tmp_path / compare_engines.COST_FILE).read_text())
+    assert beside["other_cpu_s"] >= 0.4 and beside["user_s"] + beside["sys_s"] < 0.4, beside
+    assert beside["host_cpus"] == os.cpu_count()
+    assert cost["resumed"] is False and compare_engines.run_cost(tmp_path) == beside
     compare_engines.run_measured([sys.executable, "-c", "pass"], tmp_path, resumed=True)
     assert compare_engines.run_cost(tmp_path) is None
     with pytest.raises(subprocess.CalledProcessError):
