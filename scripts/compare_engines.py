@@ -242,6 +242,60 @@ def gain_text(gains: list[float]) -> str:
             f"**{reading}** (one-sided t test at 5%, the experiments' rule)")
 
 
+def cost_lines(root: Path, seeds: list[int], ends: dict[str, dict[int, float]]) -> list[str]:
+    """Each arm's wall per run (the runs' own clocks) and, where cost.json has it, its cost and
+    vLLM's against generate's paired by seed."""
+    lines: list[str] = []
+    walls = {arm: [json.loads((root / arm / f"seed-{seed}" / "summary.json").read_text())["seconds"]
+                   for seed in seeds if seed in ends[arm]] for arm in ARMS}
+    if any(walls.values()):
+        lines.append("- wall per run, the runs' own clock (whatever else ran beside them counts in it): " + ", ".join(
+            f"{arm} {statistics.fmean(values) / 60:.1f} min (mean of {len(values)})"
+            for arm, values in walls.items() if values))
+    costs = {arm: {seed: cost for seed in seeds if (cost := run_cost(root / arm / f"seed-{seed}")) is not None}
+             for arm in ARMS}
+    if any(costs.values()):
+        lines.append("- cost per run from cost.json (runs that resumed part-way left out), mean: " + "; ".join(
+            f"{arm} wall {statistics.fmean(c['wall_s'] for c in runs.values()) / 60:.1f} min, user+sys CPU "
+            f"{statistics.fmean(c['user_s'] + c['sys_s'] for c in runs.values()) / 60:.1f} min, peak RSS "
+            f"{max(c['peak_rss_mib'] for c in runs.values()) / 1024:.1f} GiB at most, other processes' CPU "
+            f"beside it {other_cpu(runs.values())} (n = {len(runs)})"
+            for arm, runs in costs.items() if runs))
+        paired = [seed for seed in costs["vllm"] if seed in costs["generate"]]
+        if paired:
+            def ratio(key) -> float:
+                return math.exp(statistics.fmean(math.log(key(costs["vllm"][seed]) / key(costs["generate"][seed]))
+                                                 for seed in paired))
+            wall, cpu = ratio(lambda c: c["wall_s"]), ratio(lambda c: c["user_s"] + c["sys_s"])
+            lines.append(f"- vllm / generate paired by seed ({len(paired)}, geometric mean): wall {wall:.2f}x, "
+                         f"user+sys CPU {cpu:.2f}x")
+    return lines
+
+
+def correction_lines(metrics: list[dict]) -> list[str]:
+    """The range of the vLLM runs' per-step correction, overall and step by step: the importance
+    weight of the rollouts' tokens, trainer's probability / vLLM's (TRL caps it at
+    vllm_importance_sampling_cap)."""
+    steps = [record for record in metrics if "vllm_ratio_mean" in record]
+    if not steps:
+        return []
+
+    def span(rows: list[dict], key: str) -> str:
+        values = [row[key] for row in rows]
+        return f"{min(values):.4f}-{max(values):.4f}"
+
+    lines = [f"- vLLM runs' per-step correction over {len(steps)} steps: vllm_ratio_mean "
+             f"{span(steps, 'vllm_ratio_mean')}, vllm_ratio_max {span(steps, 'vllm_ratio_max')}, "
+             f"vllm_fraction_capped {span(steps, 'vllm_fraction_capped')}",
+             "", "| step | vLLM runs | vllm_ratio_mean (range over runs) | vllm_ratio_max (range) | "
+             "vllm_fraction_capped (range) |", "|---|---|---|---|---|"]
+    for step in sorted({row["step"] for row in steps}):
+        rows = [row for row in steps if row["step"] == step]
+        lines.append(f"| {step} | {len(rows)} | {span(rows, 'vllm_ratio_mean')} | {span(rows, 'vllm_ratio_max')} | "
+                     f"{span(rows, 'vllm_fraction_capped')} |")
+    return lines
+
+
 def report(root: Path, seeds: list[int]) -> str:
     """The comparison as Markdown, from the runs under `root` that finished."""
     lines = ["| seed | step 0 | generate end | generate_chunked end | vllm end | vllm's weights through generate | "
@@ -289,45 +343,7 @@ def report(root: Path, seeds: list[int]) -> str:
     for arm, per_seed in gains.items():
         if per_seed:
             lines.append(f"- {arm}: {gain_text(list(per_seed.values()))}")
-    walls = {arm: [json.loads((root / arm / f"seed-{seed}" / "summary.json").read_text())["seconds"]
-                   for seed in seeds if seed in ends[arm]] for arm in ARMS}
-    if any(walls.values()):
-        lines.append("- wall per run, the runs' own clock (whatever else ran beside them counts in it): " + ", ".join(
-            f"{arm} {statistics.fmean(values) / 60:.1f} min (mean of {len(values)})"
-            for arm, values in walls.items() if values))
-    costs = {arm: {seed: cost for seed in seeds if (cost := run_cost(root / arm / f"seed-{seed}")) is not None}
-             for arm in ARMS}
-    if any(costs.values()):
-        lines.append("- cost per run from cost.json (runs that resumed part-way left out), mean: " + "; ".join(
-            f"{arm} wall {statistics.fmean(c['wall_s'] for c in runs.values()) / 60:.1f} min, user+sys CPU "
-            f"{statistics.fmean(c['user_s'] + c['sys_s'] for c in runs.values()) / 60:.1f} min, peak RSS "
-            f"{max(c['peak_rss_mib'] for c in runs.values()) / 1024:.1f} GiB at most, other processes' CPU "
-            f"beside it {other_cpu(runs.values())} (n = {len(runs)})"
-            for arm, runs in costs.items() if runs))
-        paired = [seed for seed in costs["vllm"] if seed in costs["generate"]]
-        if paired:
-            def ratio(key) -> float:
-                return math.exp(statistics.fmean(math.log(key(costs["vllm"][seed]) / key(costs["generate"][seed]))
-                                                 for seed in paired))
-            wall, cpu = ratio(lambda c: c["wall_s"]), ratio(lambda c: c["user_s"] + c["sys_s"])
-            lines.append(f"- vllm / generate paired by seed ({len(paired)}, geometric mean): wall {wall:.2f}x, "
-                         f"user+sys CPU {cpu:.2f}x")
-    steps = [record for record in ratios if "vllm_ratio_mean" in record]
-    if steps:
-        def span(rows: list[dict], key: str) -> str:
-            values = [row[key] for row in rows]
-            return f"{min(values):.4f}-{max(values):.4f}"
-        lines.append(f"- vLLM runs' per-step correction over {len(steps)} steps: vllm_ratio_mean "
-                     f"{span(steps, 'vllm_ratio_mean')}, vllm_ratio_max {span(steps, 'vllm_ratio_max')}, "
-                     f"vllm_fraction_capped {span(steps, 'vllm_fraction_capped')}")
-        # Step by step across the vLLM runs: the importance weight of the rollouts' tokens,
-        # trainer's probability / vLLM's (TRL caps it at vllm_importance_sampling_cap).
-        lines += ["", "| step | vLLM runs | vllm_ratio_mean (range over runs) | vllm_ratio_max (range) | "
-                  "vllm_fraction_capped (range) |", "|---|---|---|---|---|"]
-        for step in sorted({row["step"] for row in steps}):
-            rows = [row for row in steps if row["step"] == step]
-            lines.append(f"| {step} | {len(rows)} | {span(rows, 'vllm_ratio_mean')} | {span(rows, 'vllm_ratio_max')} | "
-                         f"{span(rows, 'vllm_fraction_capped')} |")
+    lines += cost_lines(root, seeds, ends) + correction_lines(ratios)
     return "\n".join(lines)
 
 
