@@ -64,7 +64,6 @@ import time
 from pathlib import Path
 
 import yaml
-from scipy import stats
 
 from microcoder.experiments.verdict import ALPHA, CONTRADICTED, REPRODUCED, detectable_in_se, paired_verdict
 
@@ -202,15 +201,12 @@ def mean(scores: dict[str, float]) -> float:
 
 
 def paired_test(differences: list[float]) -> tuple[float, float | None, float | None]:
-    """(mean, SE, two-sided p of the one-sample t test against 0 on n - 1 df); SE and p None
-    for fewer than two seeds, p None when every difference is the same."""
-    average = statistics.fmean(differences)
-    if len(differences) < 2:
-        return average, None, None
-    se = statistics.stdev(differences) / math.sqrt(len(differences))
-    if se == 0:
-        return average, se, None
-    return average, se, float(2 * stats.t.sf(abs(average / se), len(differences) - 1))
+    """(mean, SE, two-sided p) of the paired t test on n - 1 df: the experiments' test
+    (verdict.paired_verdict, whose p is one-sided) read both ways, p = 2 min(p, 1 - p).
+    SE and p None for one seed; with SE 0 the test's own convention (p 0 for a mean other
+    than 0, 1 for a mean of 0)."""
+    verdict = paired_verdict(differences, "greater")
+    return verdict.mean, verdict.se, None if verdict.p is None else min(1.0, 2 * min(verdict.p, 1 - verdict.p))
 
 
 RULE = ("Rule: two arms differ when the two-sided paired t test on the seeds' end held-out accuracies gives "
@@ -220,12 +216,10 @@ RULE = ("Rule: two arms differ when the two-sided paired t test on the seeds' en
         "between two arms that do not differ looks like.")
 
 
-def engine_verdict(average: float, se: float | None, p: float | None) -> str:
+def engine_verdict(p: float | None) -> str:
     """The rule's reading of one paired comparison (RULE)."""
-    if se is None:
+    if p is None:
         return "one seed: no test"
-    if p is None:  # every seed gave the same difference
-        return "no difference detected" if average == 0 else "differ (every seed the same difference)"
     return "differ" if p <= ALPHA else "no difference detected"
 
 
@@ -339,7 +333,7 @@ def report(root: Path, seeds: list[int]) -> str:
                      f"seed{'s' if len(paired) > 1 else ''}): {average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
                      ("" if p is None else f"; two-sided t test on {len(paired) - 1} df, p = {p:.3f}") +
                      ("" if se is None else f"; detectable with 80% power: {detectable:.3f})") +
-                     f"; **{engine_verdict(average, se, p)}**")
+                     f"; **{engine_verdict(p)}**")
     for arm, per_seed in gains.items():
         if per_seed:
             lines.append(f"- {arm}: {gain_text(list(per_seed.values()))}")

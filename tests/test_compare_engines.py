@@ -36,15 +36,17 @@ def test_the_paired_test_is_two_sided_on_n_minus_1_df(compare_engines):
     assert p == pytest.approx(1 - 2 * 3 ** 0.5 / 14 ** 0.5)
     assert round(p, 3) == 0.074
     assert compare_engines.paired_test([0.01]) == (0.01, None, None)
-    assert compare_engines.paired_test([0.01, 0.01])[2] is None  # SE 0: no t
+    # SE 0: every seed the same difference is a difference (p 0), every seed 0 none (p 1)
+    assert compare_engines.paired_test([0.01, 0.01]) == (0.01, 0.0, 0.0)
+    assert compare_engines.paired_test([0.0, 0.0]) == (0.0, 0.0, 1.0)
+    # the other direction gives the same p: the test is two-sided
+    assert compare_engines.paired_test([2 / 96, 4 / 96, 6 / 96])[2] == pytest.approx(p)
 
 
 def test_the_engine_verdict_reads_the_two_sided_p_at_5_percent(compare_engines):
-    assert compare_engines.engine_verdict(-4 / 96, 0.012, 0.074) == "no difference detected"  # the 3-seed record
-    assert compare_engines.engine_verdict(-4 / 96, 0.010, 0.050) == "differ"
-    assert compare_engines.engine_verdict(0.01, None, None) == "one seed: no test"
-    assert compare_engines.engine_verdict(0.0, 0.0, None) == "no difference detected"
-    assert compare_engines.engine_verdict(0.01, 0.0, None) == "differ (every seed the same difference)"
+    assert compare_engines.engine_verdict(0.074) == "no difference detected"  # the 3-seed record
+    assert compare_engines.engine_verdict(0.050) == "differ"
+    assert compare_engines.engine_verdict(None) == "one seed: no test"
 
 
 def spin_for(seconds: float) -> None:
@@ -97,11 +99,11 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
     assert "vllm / generate paired by seed (2, geometric mean): wall 0.35x, user+sys CPU 0.50x" in text
     assert "| 0 | 0.250 | 0.500 | 0.750 | 0.250 | 0.750 | 2 of 4 |" in text
     assert "| 1 | 0.250 | 0.750 | 0.750 | 0.500 | not run |  |" in text
-    # vllm - generate: -0.25 both seeds (SE 0, no p); chunked - generate: +0.25, 0 (SE 0.125, t 1 on 1 df:
+    # vllm - generate: -0.25 both seeds (SE 0: p 0); chunked - generate: +0.25, 0 (SE 0.125, t 1 on 1 df:
     # the Cauchy's two-sided p = 1 - 2 atan(1) / pi = 0.5), detectable at 80% power 0.125 x the two-sided
     # non-centrality on 1 df (tested by hand in test_experiments_verdict.py)
-    assert "- vllm - generate, end held-out accuracy paired by seed (2 seeds): -0.250 (SE 0.000; detectable " \
-           "with 80% power: 0.000); **differ (every seed the same difference)**" in text
+    assert "- vllm - generate, end held-out accuracy paired by seed (2 seeds): -0.250 (SE 0.000; two-sided t test " \
+           "on 1 df, p = 0.000; detectable with 80% power: 0.000); **differ**" in text
     detectable = 0.125 * detectable_in_se(1, two_sided=True)
     assert "- generate_chunked - generate, end held-out accuracy paired by seed (2 seeds): +0.125 (SE 0.125; " \
            f"two-sided t test on 1 df, p = 0.500; detectable with 80% power: {detectable:.3f}); " \
