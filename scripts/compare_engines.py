@@ -70,7 +70,7 @@ from microcoder.experiments.verdict import ALPHA, CONTRADICTED, REPRODUCED, dete
 ARMS = {"generate": [], "generate_chunked": ["rollout_chunks=2"], "vllm": ["use_vllm=true"]}
 """Arm -> `microcoder train` overrides beside seed and run_dir."""
 COST_FILE = "cost.json"
-"""A run's wall, CPU and peak memory as `train` measured it, with the host's load around it."""
+"""A run's wall, CPU and peak memory as `run_measured` measured them, with what else the host ran."""
 CROSS_EVAL = "eval-generate"
 """Folder, inside a vLLM run, of its final checkpoint's greedy evaluation through HF generate."""
 
@@ -98,14 +98,15 @@ def train(run_dir: Path, seed: int, overrides: list[str]) -> None:
         print(f"{run_dir}: finished", flush=True)
         return
     command = [sys.executable, "-m", "microcoder.cli", "train"]
-    if any((run_dir / "checkpoints").glob("checkpoint-*")):
+    resumed = any((run_dir / "checkpoints").glob("checkpoint-*"))
+    if resumed:
         command += ["--resume", str(run_dir)]
     else:
         if run_dir.exists():  # started and killed before its first checkpoint: nothing to keep
             shutil.rmtree(run_dir)
         command += [f"run_dir={run_dir}", f"seed={seed}", *overrides]
     print(" ".join(command), flush=True)
-    run_measured(command, run_dir, resumed=command[4] == "--resume")
+    run_measured(command, run_dir, resumed)
 
 
 def run_measured(command: list[str], run_dir: Path, resumed: bool) -> None:
@@ -119,7 +120,12 @@ def run_measured(command: list[str], run_dir: Path, resumed: bool) -> None:
     it, or one that resumed part-way, is not a quiet measurement of the run's cost."""
     load, busy, start = os.getloadavg()[0], host_busy_s(), time.monotonic()
     process = subprocess.Popen(command)
-    _, status, usage = os.wait4(process.pid, 0)
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    except BaseException:  # interrupted here: no run goes on training into run_dir unwatched
+        process.kill()
+        process.wait()
+        raise
     process.returncode = os.waitstatus_to_exitcode(status)
     wall, busy_after = time.monotonic() - start, host_busy_s()
     if process.returncode != 0:

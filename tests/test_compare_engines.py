@@ -171,3 +171,22 @@ def test_a_runs_cost_is_its_own_process_and_a_resumed_one_is_not_read_as_a_cost(
     with pytest.raises(subprocess.CalledProcessError):
         compare_engines.run_measured([sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "failed", resumed=False)
     assert not (tmp_path / "failed").exists()
+
+
+def test_a_driver_interrupted_while_a_run_trains_takes_the_run_down_with_it(compare_engines, tmp_path, monkeypatch):
+    # The wait is interrupted (Ctrl-C reaching this process alone): the run must not train on unwatched
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen(command):
+        started.append(real_popen(command))
+        return started[-1]
+
+    def interrupted_wait(pid, options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compare_engines.subprocess, "Popen", popen)
+    monkeypatch.setattr(compare_engines.os, "wait4", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        compare_engines.run_measured([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, resumed=False)
+    assert started[0].poll() is not None and not (tmp_path / compare_engines.COST_FILE).exists()
