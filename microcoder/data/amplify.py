@@ -66,8 +66,8 @@ from microcoder.data.constraints import (
 )
 from microcoder.data.records import Reject
 from microcoder.data.shown import mark_shown, squash
-from microcoder.data.stages import (Removal, StageContext, StageOutput, StageSink, read_json_lines, sha256_of,
-                                   Spool)
+from microcoder.data.stages import (Removal, Spool, StageContext, StageOutput, StageSink, read_json_lines,
+                                   sha256_of)
 from microcoder.data.validate import pipeline_source, time_limit_from_reference
 from microcoder.evaluator.sandbox import SandboxFault
 from microcoder.problems import Problem, TestCase

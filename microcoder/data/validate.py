@@ -64,8 +64,8 @@ from microcoder.data.config import PipelineConfig, ValidateConfig
 from microcoder.data.literals import NotRepresentable, find_signature
 from microcoder.data.sources.common import signature_misfit, stdin_reading, unjudgeable_statement
 from microcoder.data.records import Reject
-from microcoder.data.stages import (Removal, StageContext, StageOutput, StageSink, read_json_lines, sha256_of,
-                                   Spool)
+from microcoder.data.stages import (Removal, Spool, StageContext, StageOutput, StageSink, read_json_lines,
+                                   sha256_of)
 from microcoder.evaluator.compare import judge_call
 from microcoder.problems import Checker, Problem, ProblemFormatError, TestCase, iter_jsonl
 
