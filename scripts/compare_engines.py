@@ -304,13 +304,13 @@ def report(root: Path, seeds: list[int]) -> str:
     gains: dict[str, dict[int, float]] = {arm: {} for arm in ARMS}
     ratios = []
     for seed in seeds:
-        cells, start = [], None
+        cells, starts = [], {}
         for arm in ARMS:
             run_dir = root / arm / f"seed-{seed}"
             if (run_dir / "summary.json").is_file():
                 ends[arm][seed] = mean(heldout_scores(run_dir, "end"))
-                start = mean(heldout_scores(run_dir, "start"))
-                gains[arm][seed] = ends[arm][seed] - start
+                starts[arm] = mean(heldout_scores(run_dir, "start"))
+                gains[arm][seed] = ends[arm][seed] - starts[arm]
                 cells.append(f"{ends[arm][seed]:.3f}")
             else:
                 cells.append("not run")
@@ -326,7 +326,11 @@ def report(root: Path, seeds: list[int]) -> str:
             alike = f"{sum(through_generate[p] == through_vllm[p] for p in through_vllm)} of {len(through_vllm)}"
         if (vllm_run / "metrics.jsonl").is_file():
             ratios += [json.loads(line) for line in (vllm_run / "metrics.jsonl").read_text().splitlines()]
-        start_cell = "" if start is None else f"{start:.3f}"
+        # one figure where the arms' step-0 evaluations agree (the same base model and problems),
+        # each arm's where they do not: one shared number would hide the disagreement
+        shown = {f"{start:.3f}" for start in starts.values()}
+        start_cell = " ".join(shown) if len(shown) <= 1 else ", ".join(f"{arm} {start:.3f}"
+                                                                      for arm, start in starts.items())
         lines.append(f"| {seed} | {start_cell} | {' | '.join(cells)} | {cross} | {alike} |")
     lines += ["", RULE, ""]
     for arm in ("vllm", "generate_chunked"):

@@ -190,3 +190,9 @@ def test_a_driver_interrupted_while_a_run_trains_takes_the_run_down_with_it(comp
     with pytest.raises(KeyboardInterrupt):
         compare_engines.run_measured([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, resumed=False)
     assert started[0].poll() is not None and not (tmp_path / compare_engines.COST_FILE).exists()
+
+
+def test_arms_whose_step_0_evaluations_disagree_show_each_one(compare_engines, tmp_path):
+    for arm, start in (("generate", {"a": 0.0, "b": 1.0}), ("vllm", {"a": 1.0, "b": 1.0})):
+        write_run(tmp_path / arm / "seed-0", start, {"a": 1.0, "b": 1.0})
+    assert "| 0 | generate 0.500, vllm 1.000 | 1.000 | not run | 1.000 |" in compare_engines.report(tmp_path, [0])
