@@ -174,14 +174,18 @@ def heldout_scores(run_dir: Path, name: str) -> dict[str, float]:
 
 
 def eval_model_scores(out: Path) -> dict[str, float]:
-    """{problem id: share accepted} of an eval-model folder (robust judge, every sample)."""
+    """{problem id: share accepted} of an eval-model folder (robust judge, every sample). A
+    judge_error (the evaluator failed, not the program) stops the report: it is no score."""
+    path = out / "results.jsonl"
     tally: dict[str, list[int]] = {}
-    for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         row = json.loads(line)
-        if row["verdict"] != "judge_error":
-            counts = tally.setdefault(row["problem_id"], [0, 0])
-            counts[0] += 1
-            counts[1] += row["verdict"] == "accepted"
+        if row["verdict"] == "judge_error":
+            raise ValueError(f"{path}, row {number}, verdict: the evaluator failed on problem {row['problem_id']} "
+                             f"(judge_error); delete {out} and run the cross-engine evaluation again")
+        counts = tally.setdefault(row["problem_id"], [0, 0])
+        counts[0] += 1
+        counts[1] += row["verdict"] == "accepted"
     return {problem: accepted / judged for problem, (judged, accepted) in tally.items()}
 
 

@@ -196,3 +196,21 @@ def test_arms_whose_step_0_evaluations_disagree_show_each_one(compare_engines, t
     for arm, start in (("generate", {"a": 0.0, "b": 1.0}), ("vllm", {"a": 1.0, "b": 1.0})):
         write_run(tmp_path / arm / "seed-0", start, {"a": 1.0, "b": 1.0})
     assert "| 0 | generate 0.500, vllm 1.000 | 1.000 | not run | 1.000 |" in compare_engines.report(tmp_path, [0])
+
+
+def test_a_judge_error_in_the_cross_engine_evaluation_stops_the_report_naming_its_row(compare_engines, tmp_path):
+    scores = {"a": 1.0, "b": 0.0}
+    for arm in compare_engines.ARMS:
+        write_run(tmp_path / arm / "seed-0", scores, scores)
+    cross = tmp_path / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
+    cross.mkdir()
+    (cross / "summary.json").write_text("{}")
+    # b's only sample is a judge error: dropped, it would leave b unscored and the report would read
+    # the folder as one that scored other problems
+    (cross / "results.jsonl").write_text(json.dumps({"problem_id": "a", "verdict": "accepted"}) + "\n"
+                                         + json.dumps({"problem_id": "b", "verdict": "judge_error"}) + "\n")
+    with pytest.raises(ValueError, match=r"results\.jsonl, row 2, verdict: the evaluator failed on problem b"):
+        compare_engines.report(tmp_path, [0])
+    (cross / "results.jsonl").write_text(json.dumps({"problem_id": "a", "verdict": "accepted"}) + "\n"
+                                         + json.dumps({"problem_id": "b", "verdict": "wrong_answer"}) + "\n")
+    assert "| 0 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 2 of 2 |" in compare_engines.report(tmp_path, [0])
