@@ -223,7 +223,12 @@ RULE = ("Rule: two arms differ when the two-sided paired t test on the seeds' en
         "p <= 0.05 (two-sided: the question has no direction); otherwise no difference is detected, and the "
         "detectable effect (two-sided 5%, 80% power at the measured SE, non-central t) says how large a "
         "difference this many seeds would have shown. generate_chunked - generate is what a difference "
-        "between two arms that do not differ looks like.")
+        "between two arms that do not differ looks like; vllm - generate_chunked reads vLLM against that "
+        "other draw of the same engine.")
+
+# (arm, baseline) pairs the rule reads: the engine question, the noise baseline, and the engine
+# against the baseline's other draw (an engine difference shows against both draws of `generate`)
+PAIRS = (("vllm", "generate"), ("generate_chunked", "generate"), ("vllm", "generate_chunked"))
 
 
 def engine_verdict(p: float | None) -> str:
@@ -337,13 +342,13 @@ def report(root: Path, seeds: list[int]) -> str:
                                                                       for arm, start in starts.items())
         lines.append(f"| {seed} | {start_cell} | {' | '.join(cells)} | {cross} | {alike} |")
     lines += ["", RULE, ""]
-    for arm in ("vllm", "generate_chunked"):
-        paired = [seed for seed in seeds if seed in ends[arm] and seed in ends["generate"]]
+    for arm, baseline in PAIRS:
+        paired = [seed for seed in seeds if seed in ends[arm] and seed in ends[baseline]]
         if not paired:
             continue
-        average, se, p = paired_test([ends[arm][seed] - ends["generate"][seed] for seed in paired])
+        average, se, p = paired_test([ends[arm][seed] - ends[baseline][seed] for seed in paired])
         detectable = None if se is None else detectable_in_se(len(paired) - 1, two_sided=True) * se
-        lines.append(f"- {arm} - generate, end held-out accuracy paired by seed ({len(paired)} "
+        lines.append(f"- {arm} - {baseline}, end held-out accuracy paired by seed ({len(paired)} "
                      f"seed{'s' if len(paired) > 1 else ''}): {average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
                      ("" if p is None else f"; two-sided t test on {len(paired) - 1} df, p = {p:.3f}") +
                      ("" if se is None else f"; detectable with 80% power: {detectable:.3f})") +

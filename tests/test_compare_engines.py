@@ -108,6 +108,10 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
     assert "- generate_chunked - generate, end held-out accuracy paired by seed (2 seeds): +0.125 (SE 0.125; " \
            f"two-sided t test on 1 df, p = 0.500; detectable with 80% power: {detectable:.3f}); " \
            "**no difference detected**" in text
+    # vllm - generate_chunked: -0.5, -0.25 (SE 0.125, t -3 on 1 df: two-sided p = 1 - 2 atan(3) / pi = 0.205)
+    assert "- vllm - generate_chunked, end held-out accuracy paired by seed (2 seeds): -0.375 (SE 0.125; " \
+           f"two-sided t test on 1 df, p = 0.205; detectable with 80% power: {detectable:.3f}); " \
+           "**no difference detected**" in text
     assert compare_engines.RULE in text
     # gains from step 0's 0.25: generate +0.25, +0.5 (t 3 on 1 df: one-sided p = 1/2 - atan(3)/pi = 0.102);
     # vllm 0, +0.25 (t 1: p 0.25); chunked +0.5 twice (SE 0: the gain holds)
