@@ -231,6 +231,14 @@ RULE = ("Rule: two arms differ when the two-sided paired t test on the seeds' en
 PAIRS = (("vllm", "generate"), ("generate_chunked", "generate"), ("vllm", "generate_chunked"))
 
 
+def problems_apart(scores: dict[str, float], other: dict[str, float], runs: str) -> int:
+    """How many held-out problems two runs of one seed score differently: the flips whose net
+    the seeds' paired test reads."""
+    if set(scores) != set(other):
+        raise ValueError(f"{runs}: the two runs' heldout_end.json score different held-out problems")
+    return sum(scores[problem] != other[problem] for problem in scores)
+
+
 def engine_verdict(p: float | None) -> str:
     """The rule's reading of one paired comparison (RULE)."""
     if p is None:
@@ -310,6 +318,7 @@ def report(root: Path, seeds: list[int]) -> str:
     lines = ["| seed | step 0 | generate end | generate_chunked end | vllm end | vllm's weights through generate | "
              "problems scored alike |", "|---|---|---|---|---|---|---|"]
     ends: dict[str, dict[int, float]] = {arm: {} for arm in ARMS}
+    end_scores: dict[str, dict[int, dict[str, float]]] = {arm: {} for arm in ARMS}
     gains: dict[str, dict[int, float]] = {arm: {} for arm in ARMS}
     ratios = []
     for seed in seeds:
@@ -317,7 +326,8 @@ def report(root: Path, seeds: list[int]) -> str:
         for arm in ARMS:
             run_dir = root / arm / f"seed-{seed}"
             if (run_dir / "summary.json").is_file():
-                ends[arm][seed] = mean(heldout_scores(run_dir, "end"))
+                end_scores[arm][seed] = heldout_scores(run_dir, "end")
+                ends[arm][seed] = mean(end_scores[arm][seed])
                 starts[arm] = mean(heldout_scores(run_dir, "start"))
                 gains[arm][seed] = ends[arm][seed] - starts[arm]
                 cells.append(f"{ends[arm][seed]:.3f}")
@@ -352,7 +362,10 @@ def report(root: Path, seeds: list[int]) -> str:
                      f"seed{'s' if len(paired) > 1 else ''}): {average:+.3f}" + ("" if se is None else f" (SE {se:.3f}") +
                      ("" if p is None else f"; two-sided t test on {len(paired) - 1} df, p = {p:.3f}") +
                      ("" if se is None else f"; detectable with 80% power: {detectable:.3f})") +
-                     f"; **{engine_verdict(p)}**")
+                     f"; **{engine_verdict(p)}**; problems whose end scores differ, per seed: " +
+                     ", ".join(str(problems_apart(end_scores[arm][seed], end_scores[baseline][seed],
+                                                  f"{root}/{{{arm},{baseline}}}/seed-{seed}"))
+                               for seed in paired))
     for arm, per_seed in gains.items():
         if per_seed:
             lines.append(f"- {arm}: {gain_text(list(per_seed.values()))}")

@@ -112,6 +112,10 @@ def test_the_report_pairs_arms_by_seed_and_scores_vllms_weights_through_generate
     assert "- vllm - generate_chunked, end held-out accuracy paired by seed (2 seeds): -0.375 (SE 0.125; " \
            f"two-sided t test on 1 df, p = 0.205; detectable with 80% power: {detectable:.3f}); " \
            "**no difference detected**" in text
+    # end scores apart, seeds 0 and 1: vllm/generate b, c; chunked/generate c, none; vllm/chunked b+c, c
+    assert "**differ**; problems whose end scores differ, per seed: 1, 1\n" in text
+    assert "**no difference detected**; problems whose end scores differ, per seed: 1, 0\n" in text
+    assert "**no difference detected**; problems whose end scores differ, per seed: 2, 1\n" in text
     assert compare_engines.RULE in text
     # gains from step 0's 0.25: generate +0.25, +0.5 (t 3 on 1 df: one-sided p = 1/2 - atan(3)/pi = 0.102);
     # vllm 0, +0.25 (t 1: p 0.25); chunked +0.5 twice (SE 0: the gain holds)
@@ -218,3 +222,11 @@ def test_a_judge_error_in_the_cross_engine_evaluation_stops_the_report_naming_it
     (cross / "results.jsonl").write_text(json.dumps({"problem_id": "a", "verdict": "accepted"}) + "\n"
                                          + json.dumps({"problem_id": "b", "verdict": "wrong_answer"}) + "\n")
     assert "| 0 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 2 of 2 |" in compare_engines.report(tmp_path, [0])
+
+
+def test_two_runs_of_a_seed_scored_on_different_problems_stop_the_report(compare_engines, tmp_path):
+    for arm in compare_engines.ARMS:
+        end = {"a": 1.0, "c": 1.0} if arm == "vllm" else {"a": 1.0, "b": 1.0}
+        write_run(tmp_path / arm / "seed-0", {"a": 0.0, "b": 1.0}, end)
+    with pytest.raises(ValueError, match=r"seed-0: the two runs' heldout_end.json score different held-out problems"):
+        compare_engines.report(tmp_path, [0])
