@@ -35,9 +35,10 @@ only on the base model.
 
 The report (printed, Markdown) gives per seed the step-0 and end held-out accuracy of each
 arm (from the runs' per-problem files, heldout_start.json and heldout_end.json), the
-differences vllm - generate and generate_chunked - generate paired by seed with a
-two-sided t test on n - 1 degrees of freedom, the effect it detects with 80% power and the
-verdict of the stated rule (RULE), each arm's training gain (end - step 0) read by the
+differences vllm - generate, generate_chunked - generate and vllm - generate_chunked (PAIRS)
+paired by seed with a two-sided t test on n - 1 degrees of freedom, the effect it detects
+with 80% power, the verdict of the stated rule (RULE) and the problems each pair scores
+differently per seed, each arm's training gain (end - step 0) read by the
 experiments' one-sided rule, each arm's wall per run and, from the cost.json that `train`
 writes beside each run (`run_measured`: wall, user and system CPU and peak RSS of the run's
 own process tree, and the CPU other processes used beside it), its cost and vLLM's paired
@@ -45,9 +46,10 @@ by seed against `generate`'s (runs that resumed part-way left out), the cross-en
 problem by problem, and the range of the vLLM runs' per-step correction (vllm_ratio_mean,
 vllm_ratio_max, vllm_fraction_capped).
 
-Cost, from results/default_run.md: ~17 min per `generate` run and ~11-12 min per vLLM run
-on a quiet 2-core machine, 8.4 GiB peak for vLLM: the 15 runs take about 3.8 hours, run
-one at a time on the whole machine (timings beside other jobs are not the runs' cost).
+Cost, from results/default_run.md: ~20 min per `generate` run and ~12 min per vLLM run on a
+quiet 2-core machine in the vLLM environment, 8.5 GiB peak for vLLM: the 15 runs and 5
+evaluations take about 4.5 hours, run one at a time on the whole machine (timings beside
+other jobs are not the runs' cost).
 """
 
 from __future__ import annotations
