@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -230,3 +231,42 @@ def test_two_runs_of_a_seed_scored_on_different_problems_stop_the_report(compare
         write_run(tmp_path / arm / "seed-0", {"a": 0.0, "b": 1.0}, end)
     with pytest.raises(ValueError, match=r"seed-0: the two runs' heldout_end.json score different held-out problems"):
         compare_engines.report(tmp_path, [0])
+
+
+PAIR_LINE = re.compile(r"^- (\w+) - (\w+), end held-out accuracy paired by seed \(5 seeds\): ([+-]\d\.\d{3}) \(SE (\d\.\d{3}); "
+                       r"two-sided t test on 4 df, p = (\d\.\d{3}); detectable with 80% power: (\d\.\d{3})\); \*\*(.+?)\*\*",
+                       re.MULTILINE)
+GAIN_LINE = re.compile(r"^- (\w+): gain end - step 0 over 5 seeds: ([+-]\d\.\d{3}) \(SE (\d\.\d{3}); one-sided p = "
+                       r"(\d\.\d{3}); detectable with 80% power: (\d\.\d{3})\); \*\*(.+?)\*\*", re.MULTILINE)
+
+
+def test_the_record_and_the_front_pages_quote_the_engine_report():
+    """results/default_run.md's engine section, results/README.md and the README quote what the
+    report draws from the committed runs (results/engines): the per-seed table, each pair's
+    difference, SE, two-sided p, detectable effect and verdict, each arm's gain."""
+    spec = importlib.util.spec_from_file_location("compare_engines_record", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    repo = SCRIPT.parents[1]
+    report = module.report(repo / "results" / "engines", [0, 1, 2, 3, 4])
+    record = (repo / "results" / "default_run.md").read_text(encoding="utf-8")
+    section = record.split("\n## The default run on vLLM against `generate`, seeds 0-4", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in report.split(module.RULE)[0].splitlines() if re.match(r"\| \d \|", line)]
+    assert len(rows) == 5 and all(row in section.splitlines() for row in rows)
+    pairs = PAIR_LINE.findall(report)
+    assert {(arm, baseline) for arm, baseline, *_ in pairs} == set(module.PAIRS)
+    for arm, baseline, difference, se, p, detectable, verdict in pairs:
+        row = next(line for line in section.splitlines() if line.startswith(f"| {arm} - {baseline} "))
+        assert f"| {difference} ({se}) | {p} | {detectable} | " in row and verdict in row, row
+    gains = GAIN_LINE.findall(report)
+    assert {arm for arm, *_ in gains} == set(module.ARMS)
+    for arm, gain, se, p, detectable, verdict in gains:
+        assert f"| {arm} | {gain} ({se}) | {p} | {detectable} | {verdict} |" in section
+    # the front pages: both engines' gains on each, the engine difference read two-sided on the table
+    readme, table = (" ".join((repo / page).read_text(encoding="utf-8").split())
+                     for page in ("README.md", "results/README.md"))
+    for arm, gain, se, *_ in gains:
+        if arm != "generate_chunked":
+            assert f"{gain} (SE {se}" in readme and f"{gain} (SE {se}" in table, arm
+    _, _, difference, se, p, _, _ = next(pair for pair in pairs if pair[:2] == ("vllm", "generate"))
+    assert f"{difference} (SE {se}, two-sided p {p}" in table
