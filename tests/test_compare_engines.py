@@ -233,9 +233,9 @@ def test_two_runs_of_a_seed_scored_on_different_problems_stop_the_report(compare
         compare_engines.report(tmp_path, [0])
 
 
-PAIR_LINE = re.compile(r"^- (\w+) - (\w+), end held-out accuracy paired by seed \(5 seeds\): ([+-]\d\.\d{3}) \(SE (\d\.\d{3}); "
-                       r"two-sided t test on 4 df, p = (\d\.\d{3}); detectable with 80% power: (\d\.\d{3})\); \*\*(.+?)\*\*",
-                       re.MULTILINE)
+PAIR_LINE = re.compile(r"^- (\w+) - (\w+), end held-out accuracy paired by seed \(5 seeds\): "
+                       r"([+-]\d\.\d{3}) \(SE (\d\.\d{3}); two-sided t test on 4 df, p = (\d\.\d{3}); "
+                       r"detectable with 80% power: (\d\.\d{3})\); \*\*(.+?)\*\*", re.MULTILINE)
 GAIN_LINE = re.compile(r"^- (\w+): gain end - step 0 over 5 seeds: ([+-]\d\.\d{3}) \(SE (\d\.\d{3}); one-sided p = "
                        r"(\d\.\d{3}); detectable with 80% power: (\d\.\d{3})\); \*\*(.+?)\*\*", re.MULTILINE)
 
