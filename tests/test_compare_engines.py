@@ -229,7 +229,21 @@ def test_two_runs_of_a_seed_scored_on_different_problems_stop_the_report(compare
     for arm in compare_engines.ARMS:
         end = {"a": 1.0, "c": 1.0} if arm == "vllm" else {"a": 1.0, "b": 1.0}
         write_run(tmp_path / arm / "seed-0", {"a": 0.0, "b": 1.0}, end)
-    with pytest.raises(ValueError, match=r"seed-0: the two runs' heldout_end.json score different held-out problems"):
+    with pytest.raises(ValueError, match=r"vllm/seed-0/heldout_end\.json and .*/generate/seed-0/heldout_end\.json: "
+                                         r"score different held-out problems"):
+        compare_engines.report(tmp_path, [0])
+
+
+def test_a_cross_engine_evaluation_of_other_problems_stops_the_report(compare_engines, tmp_path):
+    scores = {"a": 1.0, "b": 0.0}
+    for arm in compare_engines.ARMS:
+        write_run(tmp_path / arm / "seed-0", scores, scores)
+    cross = tmp_path / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
+    cross.mkdir()
+    (cross / "summary.json").write_text("{}")
+    (cross / "results.jsonl").write_text(json.dumps({"problem_id": "a", "verdict": "accepted"}) + "\n")
+    with pytest.raises(ValueError, match=r"eval-generate/results\.jsonl and .*vllm/seed-0/heldout_end\.json: "
+                                         r"score different held-out problems"):
         compare_engines.report(tmp_path, [0])
 
 
@@ -240,13 +254,11 @@ GAIN_LINE = re.compile(r"^- (\w+): gain end - step 0 over 5 seeds: ([+-]\d\.\d{3
                        r"(\d\.\d{3}); detectable with 80% power: (\d\.\d{3})\); \*\*(.+?)\*\*", re.MULTILINE)
 
 
-def test_the_record_and_the_front_pages_quote_the_engine_report():
+def test_the_record_and_the_front_pages_quote_the_engine_report(compare_engines):
     """results/default_run.md's engine section, results/README.md and the README quote what the
     report draws from the committed runs (results/engines): the per-seed table, each pair's
     difference, SE, two-sided p, detectable effect and verdict, each arm's gain."""
-    spec = importlib.util.spec_from_file_location("compare_engines_record", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = compare_engines
     repo = SCRIPT.parents[1]
     report = module.report(repo / "results" / "engines", [0, 1, 2, 3, 4])
     record = (repo / "results" / "default_run.md").read_text(encoding="utf-8")
@@ -257,7 +269,7 @@ def test_the_record_and_the_front_pages_quote_the_engine_report():
     assert {(arm, baseline) for arm, baseline, *_ in pairs} == set(module.PAIRS)
     for arm, baseline, difference, se, p, detectable, verdict in pairs:
         row = next(line for line in section.splitlines() if line.startswith(f"| {arm} - {baseline} "))
-        assert f"| {difference} ({se}) | {p} | {detectable} | " in row and verdict in row, row
+        assert f"| {difference} ({se}) | {p} | {detectable} | {verdict} |" in row.replace("**", ""), row
     gains = GAIN_LINE.findall(report)
     assert {arm for arm, *_ in gains} == set(module.ARMS)
     for arm, gain, se, p, detectable, verdict in gains:
