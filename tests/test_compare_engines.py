@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -207,21 +208,27 @@ def test_arms_whose_step_0_evaluations_disagree_show_each_one(compare_engines, t
     assert "| 0 | generate 0.500, vllm 1.000 | 1.000 | not run | 1.000 |" in compare_engines.report(tmp_path, [0])
 
 
-def test_a_judge_error_in_the_cross_engine_evaluation_stops_the_report_naming_its_row(compare_engines, tmp_path):
+def one_seed_judged_through_generate(compare_engines, root: Path, verdicts: dict[str, str]) -> None:
+    """Seed 0 of every arm ending at a 1, b 0, and the vLLM run's cross-engine evaluation
+    giving `verdicts` ({problem: verdict}, one sample each)."""
     scores = {"a": 1.0, "b": 0.0}
     for arm in compare_engines.ARMS:
-        write_run(tmp_path / arm / "seed-0", scores, scores)
-    cross = tmp_path / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
-    cross.mkdir()
+        write_run(root / arm / "seed-0", scores, scores)
+    cross = root / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
+    cross.mkdir(exist_ok=True)
     (cross / "summary.json").write_text("{}")
+    (cross / "results.jsonl").write_text("".join(json.dumps({"problem_id": problem, "verdict": verdict}) + "\n"
+                                                 for problem, verdict in verdicts.items()))
+
+
+def test_a_judge_error_in_the_cross_engine_evaluation_stops_the_report_naming_its_row(compare_engines, tmp_path):
     # b's only sample is a judge error: dropped, it would leave b unscored and the report would read
     # the folder as one that scored other problems
-    (cross / "results.jsonl").write_text(json.dumps({"problem_id": "a", "verdict": "accepted"}) + "\n"
-                                         + json.dumps({"problem_id": "b", "verdict": "judge_error"}) + "\n")
+    one_seed_judged_through_generate(compare_engines, tmp_path, {"a": "accepted", "b": "judge_error"})
     with pytest.raises(ValueError, match=r"results\.jsonl, row 2, verdict: the evaluator failed on problem b"):
         compare_engines.report(tmp_path, [0])
-    (cross / "results.jsonl").write_text(json.dumps({"problem_id": "a", "verdict": "accepted"}) + "\n"
-                                         + json.dumps({"problem_id": "b", "verdict": "wrong_answer"}) + "\n")
+    shutil.rmtree(tmp_path)
+    one_seed_judged_through_generate(compare_engines, tmp_path, {"a": "accepted", "b": "wrong_answer"})
     assert "| 0 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 2 of 2 |" in compare_engines.report(tmp_path, [0])
 
 
@@ -235,13 +242,7 @@ def test_two_runs_of_a_seed_scored_on_different_problems_stop_the_report(compare
 
 
 def test_a_cross_engine_evaluation_of_other_problems_stops_the_report(compare_engines, tmp_path):
-    scores = {"a": 1.0, "b": 0.0}
-    for arm in compare_engines.ARMS:
-        write_run(tmp_path / arm / "seed-0", scores, scores)
-    cross = tmp_path / "vllm" / "seed-0" / compare_engines.CROSS_EVAL
-    cross.mkdir()
-    (cross / "summary.json").write_text("{}")
-    (cross / "results.jsonl").write_text(json.dumps({"problem_id": "a", "verdict": "accepted"}) + "\n")
+    one_seed_judged_through_generate(compare_engines, tmp_path, {"a": "accepted"})
     with pytest.raises(ValueError, match=r"eval-generate/results\.jsonl and .*vllm/seed-0/heldout_end\.json: "
                                          r"score different held-out problems"):
         compare_engines.report(tmp_path, [0])
